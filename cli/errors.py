@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from cli.main import discard_stdout, end_on_closed_stdout, settle
+from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
@@ -263,6 +263,8 @@ def report_errors(
     Ctrl-C is the interrupt: one cut into an import comes out as the library's own (numpy's
     "CPU dispatcher tracer already initialized" when it is imported again).
     """
+    if _in_launched_rank():  # it writes to the launching mfsdp's stderr itself
+        guard_stderr()
     _watch_for_ctrl_c()
     installed = _watch_for_sigterm()
     on_stranded_error(

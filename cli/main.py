@@ -17,7 +17,10 @@ while once torch is loaded.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import select
 import signal
 import sys
 import threading
@@ -54,6 +57,8 @@ def main() -> None:
     )
     if watch:
         signal.signal(signal.SIGTERM, terminate)
+    if _ends_with_command:
+        guard_stderr()  # before any module takes sys.stderr (logging handlers, tqdm)
     try:
         _imported_app().run()
         sys.stdout.flush()  # output still buffered meets a closed pipe here, not at exit
@@ -84,12 +89,82 @@ def discard_stdout() -> None:
     """Point file descriptor 1 at /dev/null once writing stdout failed: Python flushes
     stdout again at exit, and that second failure printed "Exception ignored ...
     BrokenPipeError" lines (the way Python's documentation gives for SIGPIPE)."""
+    # no descriptor: a test's captured stdout
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        _discard(sys.stdout.fileno())
+
+
+def _discard(fd: int) -> None:
+    """Point descriptor `fd` at /dev/null: what is written to it from now on goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+class _BestEffortStderr(io.RawIOBase):
+    """Descriptor 2 for Python's sys.stderr, where a write that fails is dropped: stderr only
+    tells a person what happens (notes, progress bars, log lines, the `error:` line), and the
+    command's outcome is its own work and, under --json, the object on stdout. A full log
+    volume (ENOSPC) or a reader that went away (EPIPE: `2>&1 >out.json | head`) made every
+    note or bar line raise: a finished export exited 1 reporting "No space left on device",
+    the failure's own `error:` line raised again and its JSON object was printed twice, and
+    a closed stderr pipe was taken for a closed stdout (exit 141, the result discarded).
+    After the first failure the descriptor points at /dev/null (`_discard`), so nothing
+    tries again: not Python's flush at exit, nor C code writing to descriptor 2."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: Any) -> int:
+        """Write all of `data`, or drop what the descriptor refuses; its length either way."""
+        left = memoryview(data).cast("B")
+        size = left.nbytes
+        try:
+            while left:
+                try:
+                    left = left[os.write(self._fd, left) :]
+                except BlockingIOError:  # a non-blocking terminal that is busy: wait for it
+                    select.select([], [self._fd], [])
+        except OSError:
+            with contextlib.suppress(OSError):
+                _discard(self._fd)
+        return size
+
+
+def guard_stderr() -> None:
+    """Make sys.stderr best effort (`_BestEffortStderr`) for every writer in this process:
+    click.echo(err=True), print(file=sys.stderr), logging handlers, tqdm and warnings all
+    write through sys.stderr. Left alone where sys.stderr is not this process's own
+    (a caller capturing it) or has no descriptor."""
+    stream = sys.stderr
+    if stream is not sys.__stderr__ or stream is None:
+        return
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no descriptor (a test's captured stdout)
-        pass
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    try:
+        stream.flush()
+    except OSError:  # already unwritable: what it holds is dropped with what follows
+        with contextlib.suppress(OSError):
+            _discard(fd)
+            stream.flush()
+    sys.stderr = io.TextIOWrapper(
+        io.BufferedWriter(_BestEffortStderr(fd)),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=True,
+    )
 
 
 def settle() -> None:

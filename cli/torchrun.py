@@ -56,7 +56,7 @@ from cli.errors import (
     LOST_PEERS,
     SAID,
 )
-from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout
+from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr
 from cli.result_said import expect_result, result_said
 from cli.verbosity import LEVEL_VARIABLE
 from mfsdp_ckpt.check.printable import printable
@@ -425,6 +425,7 @@ def _say_stopped(stopped: str, code: int, as_json: bool) -> int:
 
 
 if __name__ == "__main__":
+    guard_stderr()  # it writes to the launching mfsdp's stderr: best effort, as the ranks do
     try:
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:  # while torch loads, before `run` takes over: the launching

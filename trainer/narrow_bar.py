@@ -1,8 +1,10 @@
-"""The training step bar, fitted to the terminal's width.
+"""Progress bars fitted to the terminal's width: the training step bar, and the bars of the
+`mfsdp ckpt` commands and of tokenizing.
 
 tqdm cuts a line wider than the terminal at its last column: at 80 columns SFT's bar lost
 its postfix mid-field (tokens/s, MFU never showed) while the bar graphic, one character
-wide, and the rate kept their places. Here the figures come first: the line drops the bar
+wide, and the rate kept their places; at 20 columns export's bar showed `export:  22%|▏|
+80.`, its byte counts cut. Here the figures come first: the line drops the bar
 graphic and the rate, then the percentage and elapsed time, and writes the figures tighter,
 until it fits. Imported only where a bar is drawn (it imports tqdm).
 """
@@ -34,10 +36,10 @@ def tight_postfix(postfix: str) -> str:
     return _EXPONENT.sub(r"e\1\2", tight)
 
 
-class StepBar(tqdm):
+class NarrowBar(tqdm):
     """tqdm whose line takes the first of its formats that fits `ncols`: the bar graphic only
     while it keeps 10 columns, the figures always (the last format, cut by tqdm only when
-    even it is too wide). `step_bar` gives it no bar_format of its own."""
+    even it is too wide). trainer/progress.py gives it no bar_format of its own."""
 
     @staticmethod
     def format_meter(

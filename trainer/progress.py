@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 # shell and M-x compile, many CI log viewers)
 CURSORLESS_TERMS = ("", "dumb")
 T = TypeVar("T")
-# The size a bar assumes where the terminal reports none (0 columns, 0 lines)
+# The size a bar assumes where neither the terminal nor COLUMNS and LINES give one
 FALLBACK_SIZE = os.terminal_size((80, 24))
 
 
@@ -35,17 +35,28 @@ def bar_size() -> dict[str, Any]:
     """tqdm's size arguments: follow the terminal's width as it changes, unless the terminal
     reports a size of 0 (a pty whose size was never set: some container runtimes and serial
     consoles). There tqdm drew a bar of no characters, and with 0 lines it hid every bar as
-    past the screen's last row: nothing showed at all."""
+    past the screen's last row: nothing showed at all. A size of 0 is taken from COLUMNS and
+    LINES, as `shutil.get_terminal_size` takes it (which asks stdout, not stderr, where the
+    bars go), else `FALLBACK_SIZE`: `COLUMNS=20` was drawn 80 columns wide."""
     try:
         size = os.get_terminal_size(sys.stderr.fileno())
     except (OSError, ValueError):
-        size = FALLBACK_SIZE
+        size = os.terminal_size((0, 0))
     if size.columns > 0 and size.lines > 0:
         return {"dynamic_ncols": True}
     return {
-        "ncols": size.columns or FALLBACK_SIZE.columns,
-        "nrows": size.lines or FALLBACK_SIZE.lines,
+        "ncols": size.columns or _size_from_env("COLUMNS", FALLBACK_SIZE.columns),
+        "nrows": size.lines or _size_from_env("LINES", FALLBACK_SIZE.lines),
     }
+
+
+def _size_from_env(name: str, fallback: int) -> int:
+    """The positive whole number in environment variable `name`, else `fallback`."""
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return fallback
+    return value if value > 0 else fallback
 
 
 def draws_bars(configured: bool) -> bool:
@@ -59,9 +70,9 @@ def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
     """Steps `initial` (resumed) to `total`, labelled with the runner's name (`desc`); a
     disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call. Its
     figures fit the terminal's width before its bar graphic does (`narrow_bar`)."""
-    from trainer.narrow_bar import StepBar
+    from trainer.narrow_bar import NarrowBar
 
-    return StepBar(
+    return NarrowBar(
         total=total,
         initial=initial,
         desc=desc,
@@ -74,15 +85,18 @@ def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
 
 def item_bar(items: Iterable[T], desc: str, enabled: bool) -> Iterable[T]:
     """`items`, with a bar counting them while they are worked through (tokenizing rows):
-    removed as it ends, drawn at the terminal's size (`bar_size`)."""
-    from tqdm import tqdm
+    removed as it ends, drawn at the terminal's size (`bar_size`, `narrow_bar`)."""
+    from trainer.narrow_bar import NarrowBar
 
-    return tqdm(items, desc=desc, disable=not enabled, leave=False, file=sys.stderr, **bar_size())
+    return NarrowBar(
+        items, desc=desc, disable=not enabled, leave=False, file=sys.stderr, **bar_size()
+    )
 
 
 class CallbackBar:
     """A bar fed `(done, total)` by a library callback, drawn only where `bars_drawn` (a log
-    file or a pipe would fill with carriage returns, a dumb terminal with escapes).
+    file or a pipe would fill with carriage returns, a dumb terminal with escapes), its
+    figures kept before its bar graphic as the terminal narrows (`narrow_bar`).
 
     As a context manager it yields `update`, or None when disabled, so a caller can pass the
     callback straight on and the library skips the calls altogether.
@@ -97,9 +111,9 @@ class CallbackBar:
         if not self.enabled:
             return
         if self._bar is None:
-            from tqdm import tqdm
+            from trainer.narrow_bar import NarrowBar
 
-            self._bar = tqdm(
+            self._bar = NarrowBar(
                 total=total,
                 unit=self.unit,
                 unit_scale=self.unit_scale,

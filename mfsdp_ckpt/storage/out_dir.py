@@ -143,6 +143,21 @@ def exchange(first: Path, second: Path) -> bool:
 
 
 # --------------------------------------------------------------------------- claim
+def as_given(path: Path, absolute: Path, given: Path) -> Path:
+    """`path` named for a message as the user named the output: relative where `given` (the
+    --out as typed, `absolute` as `checked_target` made it) was, as README promises, so
+    `--out hf` is said as `hf`, a parent of it as `.` and a work dir beside it as
+    `.hf.export-tmp-PID`. A path outside what `given` reaches, or any path where `given`
+    was absolute, is said as it is."""
+    if given.is_absolute():
+        return path
+    for up, base in enumerate([absolute, *absolute.parents][: len(given.parts) + 1]):
+        if path == base or base in path.parents:
+            start = os.path.normpath(os.path.join(given, *[os.pardir] * up))
+            return Path(start) / path.relative_to(base)
+    return path
+
+
 def checked_target(out: Path) -> Path:
     """`out` made absolute (not resolved: a symlink must stay visible), or OutputDirError for
     paths no command may create or replace: `.`, `..`, `/`, the current directory or one
@@ -165,13 +180,14 @@ def checked_target(out: Path) -> Path:
     for parent in absolute.parents:
         if os.path.lexists(parent):
             if not parent.is_dir():
-                raise OutputDirError(f"{out}: {not_a_directory(parent)}")
+                raise OutputDirError(f"{out}: {not_a_directory(as_given(parent, absolute, out))}")
             break
     return absolute
 
 
-def make_parents(out: Path) -> list[Path]:
-    """Create the missing parents of `out`, outermost first; the ones this call made."""
+def make_parents(out: Path, given: Path | None = None) -> list[Path]:
+    """Create the missing parents of `out`, outermost first; the ones this call made. An
+    error names `out` as `given` (`as_given`; None: as `out`)."""
     missing = []
     for parent in out.parents:
         if os.path.isdir(parent):
@@ -184,7 +200,8 @@ def make_parents(out: Path) -> list[Path]:
                 os.mkdir(parent)
             except FileExistsError:  # made meanwhile by another command: not ours to remove
                 if not os.path.isdir(parent):
-                    raise OutputDirError(f"{out}: {not_a_directory(parent)}") from None
+                    shown = as_given(parent, out, given or out)
+                    raise OutputDirError(f"{given or out}: {not_a_directory(shown)}") from None
                 continue
             made.append(parent)
     except BaseException:
@@ -258,10 +275,14 @@ class OutputClaim:
     """An exclusive claim on one output path: write into `.tmp`, then `publish()`.
 
     Use it as a context manager; leaving it without `publish()` (an error, Ctrl-C) removes
-    the work directory, and leaving it always releases the lock and its file."""
+    the work directory, and leaving it always releases the lock and its file. `out` is
+    absolute (`checked_target`); messages name paths as `given` names them (`as_given`)."""
 
-    def __init__(self, out: Path, overwrite: bool, writes: Collection[str] = ()):
+    def __init__(
+        self, out: Path, overwrite: bool, writes: Collection[str] = (), given: Path | None = None
+    ):
         self.out = out
+        self.given = given or out
         self.overwrite = overwrite
         self.writes = frozenset(writes)
         self._work_prefix = hidden_name(out.name, _WORK_TAG, _PID_ROOM)
@@ -274,7 +295,7 @@ class OutputClaim:
     # ---------------------------------------------------------------- lifecycle
     def acquire(self) -> OutputClaim:
         try:
-            self._made_parents = make_parents(self.out)
+            self._made_parents = make_parents(self.out, self.given)
             self._lock()
             self._remove_stale_work_dirs()
             self._original = self._existing_target()
@@ -301,10 +322,16 @@ class OutputClaim:
         error of the process (out of memory, too many open files) names none: it is not
         about --out."""
         err = in_work_dir(err, self.tmp)
-        text = (err.strerror or str(err)).replace(str(self.tmp), str(self.out))
-        name = str(err.filename).replace(str(self.tmp), str(self.out)) if err.filename else None
-        if name is None and str(self.out) not in text and err.errno not in NOT_ABOUT_THE_FILE:
-            name = str(self.out)
+        said = err.strerror or str(err)
+        named = str(self.tmp) in said or str(self.out) in said
+        text = said.replace(str(self.tmp), str(self.given))
+        name = (
+            self._shown(str(err.filename).replace(str(self.tmp), str(self.out)))
+            if err.filename
+            else None
+        )
+        if name is None and not named and err.errno not in NOT_ABOUT_THE_FILE:
+            name = str(self.given)
         return OSError(err.errno, text, name) if name else OSError(err.errno, text)
 
     def release(self) -> None:
@@ -349,9 +376,13 @@ class OutputClaim:
         self.publish()
 
     # ---------------------------------------------------------------- internals
+    def _shown(self, path: str | os.PathLike) -> str:
+        """`path` as a message names it (`as_given`)."""
+        return str(as_given(Path(path), self.out, self.given))
+
     def _appeared(self) -> OutputDirError:
         return OutputDirError(
-            f"{self.out}: appeared while this command ran; left as it is, nothing written"
+            f"{self.given}: appeared while this command ran; left as it is, nothing written"
         )
 
     def _existing_target(self) -> tuple[int, int] | None:
@@ -360,20 +391,21 @@ class OutputClaim:
         except FileNotFoundError:
             return None
         if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-            raise OutputDirError(f"{self.out}: exists and is not a directory")
+            raise OutputDirError(f"{self.given}: exists and is not a directory")
         if not self.overwrite:
-            raise OutputDirError(f"{self.out}: already exists (pass --overwrite to replace it)")
+            raise OutputDirError(f"{self.given}: already exists (pass --overwrite to replace it)")
         problem = replaceable_problem(self.out, self.writes)
         if problem:
             raise OutputDirError(
-                f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself"
+                f"{self.given}: {problem}; --overwrite replaces only those, remove it yourself"
             )
         blocked = unremovable_dir(self.out)
         if blocked is not None:
-            place = "its entries" if blocked == self.out else f"the entries of {blocked}"
+            shown = self._shown(blocked)
+            place = "its entries" if blocked == self.out else f"the entries of {shown}"
             raise OutputDirError(
-                f"{self.out}: --overwrite cannot delete it: this user may not remove {place}"
-                f" (that needs read, write and search permission: chmod u+rwx {blocked});"
+                f"{self.given}: --overwrite cannot delete it: this user may not remove {place}"
+                f" (that needs read, write and search permission: chmod u+rwx {shown});"
                 " nothing was written"
             )
         return info.st_dev, info.st_ino
@@ -401,7 +433,7 @@ class OutputClaim:
 
     def _changed(self) -> OutputDirError:
         return OutputDirError(
-            f"{self.out}: was replaced by something else while this command ran; left as it is"
+            f"{self.given}: was replaced by something else while this command ran; left as it is"
         )
 
     def _is_original(self, path: Path) -> bool:
@@ -438,10 +470,10 @@ class OutputClaim:
             log.warning(
                 "warning: %s: %s, not removed (%s); the next command into %s tries again, or"
                 " remove it yourself",
-                path,
+                self._shown(path),
                 what,
                 failure_words(failed),
-                self.out,
+                self.given,
             )
 
 
@@ -454,12 +486,14 @@ def claim_output(
     ...     (claim.tmp / "config.json").write_text("{}")
     ...     claim.publish()
     """
-    return OutputClaim(checked_target(Path(out)), overwrite, writes).acquire()
+    given = Path(out)
+    return OutputClaim(checked_target(given), overwrite, writes, given).acquire()
 
 
 __all__ = [
     "OutputClaim",
     "OutputDirError",
+    "as_given",
     "checked_target",
     "claim_output",
     "exchange",
