@@ -250,6 +250,9 @@ def _details(report, strict: bool, deep: bool) -> str:
     optimizer = {True: ", optimizer state", False: ", no optimizer state"}.get(
         report.has_optimizer_state, ""
     )
+    kind = report.optimizer_kind  # which optimizer's: a resume's setting must match it
+    if report.has_optimizer_state and kind is not None and kind.name is not None:
+        optimizer = f", {kind.name} optimizer state"
     return (
         f"({report.layout},{role} step "
         f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "

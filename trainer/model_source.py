@@ -298,12 +298,22 @@ def _entries(directory: Path) -> list[str]:
 
 
 def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
-    """Megatron-LM keeps no tokenizer: say which key names one, and what the run used."""
+    """Megatron-LM keeps no tokenizer: say which key names one, and what the run used; a
+    tokenizer dir copied into the iteration dir is not read for this layout
+    (`unread_tokenizer`), and is named as the one to give rather than said to be absent."""
+    from mfsdp_ckpt.convert.export_hf import unread_tokenizer
+
     named = (
         f" (the run named tokenizer_model {source.tokenizer_model!r})"
         if source.tokenizer_model
         else ""
     )
+    unread = unread_tokenizer(source.checkpoint)
+    if unread is not None:
+        return (
+            f"model.path: {cfg.path}: {unread.said}{named}; set"
+            f" model.tokenizer={unread.directory} to use it"
+        )
     return (
         f"model.path: {cfg.path} holds no tokenizer (Megatron-LM keeps none in its"
         f" checkpoint){named}; set model.tokenizer=DIR, a local dir with the run's tokenizer"

@@ -238,7 +238,8 @@ def _check_against_recorded_config(
         return
     except (CheckpointFormatError, CheckpointFileError) as err:
         where, _, message = str(err).partition(": ")
-        report.add(ERROR, where, message or str(err))
+        if not _already_wrong(report, where):
+            report.add(ERROR, where, message or str(err))
         return
     if derived is None:
         report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
@@ -356,3 +357,10 @@ def _check_adapter(
     except (ExportError, HFConfigError) as err:  # its tensor named, the checkpoint is said
         what = str(err).removeprefix(f"{source.location} ")
         report.add(ERROR, where, f"the adapter does not fit this config: {what}")
+
+
+def _already_wrong(report: ValidationReport, where: str) -> bool:
+    """Whether an error about `where` is already reported: a record read out of a data file
+    the storage checks found missing, cut short or linked out fails on that one fault,
+    which is said once (`check_data_files`), not again as the record's."""
+    return any(f.severity == ERROR and f.where == where for f in report.findings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 from mfsdp_ckpt.check import value_head
@@ -17,6 +18,7 @@ from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
+from mfsdp_ckpt.format.optimizer_states import HeldStates
 from mfsdp_ckpt.lora import (
     ByteProgress,
     base_model_problems,
@@ -114,6 +116,21 @@ def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
         "optimizer_state_tensors": sum(1 for k in tensors if roots.state_path(k) is not None),
         "problem": None,
     }
+
+
+def describe_optimizer_kind(tensors: Mapping[str, TensorEntry]) -> dict | None:
+    """Which optimizer's state the checkpoint holds, as validate recognises it: `name` (None:
+    no known optimizer keeps that set) and the `states` names, so that a resume's optimizer
+    setting can be matched to it; None without optimizer state, or when two model entries
+    leave the weights undecided (`describe_weights` says so)."""
+    from mfsdp_ckpt.check.optimizer_checks import optimizer_kind
+
+    try:
+        roots = state_keys.state_roots(tensors)
+    except state_keys.AmbiguousStateError:
+        return None
+    kind = optimizer_kind(tensors, roots)
+    return None if kind is None else asdict(kind)
 
 
 def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointReader) -> dict | None:
@@ -232,7 +249,8 @@ def describe_checkpoint(
     readers = [reader]
     if paths.optimizer_dcp is not None:
         readers.append(CheckpointReader(paths.optimizer_dcp))
-    weights = describe_weights({k: e for each in readers for k, e in each.tensors.items()})
+    every_tensor = {k: e for each in readers for k, e in each.tensors.items()}
+    weights = describe_weights(every_tensor)
     readable = weights["problem"] is None  # two model entries: nothing reads the weights
     tensors: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
@@ -286,6 +304,7 @@ def describe_checkpoint(
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
         "weights": weights,
+        "optimizer_kind": describe_optimizer_kind(every_tensor),
         "megatron_adapter": stored_adapter_summary(reader) if readable else None,
         "mtp": _describe_mtp(reader) if readable else None,
         "value_head": _describe_value_head(paths, reader) if readable else None,
@@ -333,7 +352,8 @@ def format_description(description: dict) -> str:
         lines.append(f"model       {printable('; '.join(model))}")
     lines += [f"            {printable(note)}" for note in (recorded or {}).get("notes", [])]
     if (weights := description.get("weights")) is not None:
-        lines.append(f"weights     {printable(_weights_line(weights))}")
+        kind = description.get("optimizer_kind")
+        lines.append(f"weights     {printable(_weights_line(weights, kind))}")
     if description["file_digests"]:
         lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
@@ -404,8 +424,9 @@ def _describe_mtp(reader: CheckpointReader) -> dict | None:
     return None if mtp is None else {**mtp.counts(), "summary": mtp.summary()}
 
 
-def _weights_line(weights: dict) -> str:
-    """`app.model.* (27 tensors); optimizer state app.optim.state.* (81 tensors)`."""
+def _weights_line(weights: dict, kind: dict | None) -> str:
+    """`app.model.* (27 tensors); optimizer state app.optim.state.* (81 tensors): Adam
+    (exp_avg, exp_avg_sq, step)`; `kind`: the description's `optimizer_kind`."""
     if weights["problem"] is not None:
         return f"not read: {weights['problem']}"
     entries = weights["entries"]
@@ -417,6 +438,8 @@ def _weights_line(weights: dict) -> str:
         where = f"{', '.join(e + '.*' for e in entries)} ({weights['tensors']} tensors)"
     if weights["optimizer_state_tensors"]:
         state = f"{weights['optimizer']}.state.* ({weights['optimizer_state_tensors']} tensors)"
+        if kind is not None:
+            state += f": {HeldStates(kind['name'], tuple(kind['states']))}"
         return f"{where}; optimizer state {state}"
     return f"{where}; no optimizer state"
 

@@ -14,6 +14,7 @@ manifest its digests catch any change.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -113,12 +114,14 @@ class _OptimizerRecord:
     (None: nothing says); `every`, that all were (an mfsdp training step's manifest);
     `stems`, those Megatron's `param_to_group_meta` names, each with the key its states
     would be stored under less the state's name; `optimizer`, which optimizer the run's
-    record names (read only when no state is left to tell)."""
+    record names (read only when no state is left to tell); `recorded`, the same where the
+    record itself names it, else None (read only to compare with the states found)."""
 
     tied: bool | None = None
     every: bool = False
     stems: Mapping[str, str] = field(default_factory=dict)
     optimizer: Callable[[], RecordedOptimizer] = lambda: _UNRECORDED
+    recorded: Callable[[], RecordedOptimizer | None] = lambda: None
 
     def optimized(self, name: str) -> bool:
         """Whether the record names parameter `name` (a module path) as stepped, so that
@@ -156,9 +159,36 @@ def optimizer_record(
     ):
         return _OptimizerRecord(tied, every=True)
     stems = _group_meta_stems(keys, roots)
+    recorded = functools.partial(_run_optimizer, paths, reader)
     if not stems:
-        return _OptimizerRecord(tied)
-    return _OptimizerRecord(tied, stems=stems, optimizer=lambda: megatron_optimizer(paths, reader))
+        return _OptimizerRecord(tied, recorded=recorded)
+    return _OptimizerRecord(
+        tied,
+        stems=stems,
+        optimizer=lambda: megatron_optimizer(paths, reader),
+        recorded=recorded,
+    )
+
+
+def _run_optimizer(
+    paths: layout.CheckpointPaths, reader: CheckpointReader
+) -> RecordedOptimizer | None:
+    """The optimizer the run's own record names itself: Megatron-LM's args `optimizer`,
+    Megatron-Bridge's run_config.yaml `optimizer:` section's. None where the record leaves
+    it out (Megatron's default then is a guess: a hand-made record, a stand-in), there is
+    no record, or it cannot be read (the config checks report that)."""
+    from mfsdp_ckpt.convert.megatron_record import ARGS_KEY, read_args, run_config_data
+
+    try:
+        if paths.run_config is not None:
+            settings = run_config_data(paths.run_config, paths.root).get("optimizer")
+        else:
+            settings = read_args(reader) if ARGS_KEY in reader.objects else None
+    except (CheckpointFormatError, CheckpointFileError):
+        return None
+    if not isinstance(settings, dict) or "optimizer" not in settings:
+        return None
+    return megatron_optimizer(paths, reader)
 
 
 def _says_tied(
@@ -227,37 +257,26 @@ def check_optimizer(
     optimized under the embedding's name, needs none. No state for any parameter, while
     `record` names them, is one error (`_report_no_state`). A state that matches no
     parameter is a warning: an optimizer may legitimately hold more than the model state
-    shows.
+    shows. Which optimizer's states they are goes into the report (`optimizer_kind`); one
+    the run's own record contradicts (Megatron's args name SGD, the states are Adam's) is a
+    warning naming both (`_check_recorded`).
     """
     record = record or _OptimizerRecord()
     tensors = reader.tensors
-    params = {roots.module_path(key): key for key in roots.weight_keys(tensors)}
-    found: dict[str, dict[str, str]] = {}
-    by_position: dict[str, dict[str, str]] = {}
-    unmatched: dict[str, str] = {}  # key -> state name
-    for key in tensors:
-        rest = roots.state_path(key)
-        if rest is None:
-            continue
-        path, _, state_name = rest.rpartition(".")
-        name = state_keys.hf_name(path)
-        if name in params:
-            found.setdefault(name, {})[state_name] = key
-        elif path.isdigit():
-            by_position.setdefault(path, {})[state_name] = key
-        else:
-            unmatched[key] = state_name
-    if by_position and not found:
-        _check_positional_states(tensors, params, by_position, report)
-        return
-    if not found and not unmatched:
+    pairs = _pair_states(tensors, roots)
+    params, found, unmatched = pairs.params, pairs.found, pairs.unmatched
+    held = pairs.held
+    if not held:
         _report_no_state(params, tensors, record, report)
         return
-    held = {s for states in found.values() for s in states} or set(unmatched.values())
+    report.optimizer_kind = optimizer_states.held_states(held)
     kind = optimizer_states.identify(held)
+    _check_recorded(kind, pairs.first_key, record, report)
+    if pairs.positional:
+        _check_positional_states(kind, tensors, params, pairs.by_position, report)
+        return
     if kind is None:
-        keys = [key for states in found.values() for key in states.values()] or list(unmatched)
-        _report_unknown_states(keys[0], held, report)
+        _report_unknown_states(pairs.first_key, held, report)
     else:
         stateless = _check_states(kind, tensors, params, found, report, record)
         lost = [
@@ -270,6 +289,104 @@ def check_optimizer(
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
         first = next(iter(unmatched))
         report.add(WARNING, f"[{first}]", f"optimizer state matches no model parameter{more}")
+
+
+@dataclass(frozen=True)
+class _StatePairs:
+    """A checkpoint's per-parameter optimizer states by the parameter they belong to:
+    `params`, module path -> weight key; `found`, module path -> state name -> key;
+    `by_position`, the same keyed by position (torch's own `Optimizer.state_dict()`);
+    `unmatched`, key -> state name of those that name no parameter."""
+
+    params: dict[str, str]
+    found: dict[str, dict[str, str]]
+    by_position: dict[str, dict[str, str]]
+    unmatched: dict[str, str]
+
+    @property
+    def positional(self) -> bool:
+        """States keyed by position only: their pairing with parameters is not recorded."""
+        return bool(self.by_position) and not self.found
+
+    @property
+    def _keyed(self) -> dict[str, str]:
+        """key -> state name of the states the optimizer is recognised by: those paired
+        with a parameter (by name, else by position), else those that name none."""
+        paired = self.by_position if self.positional else self.found
+        keyed = {key: name for states in paired.values() for name, key in states.items()}
+        return keyed or self.unmatched
+
+    @property
+    def held(self) -> set[str]:
+        """The state names the optimizer is recognised by (empty: no state at all)."""
+        return set(self._keyed.values())
+
+    @property
+    def first_key(self) -> str:
+        """The first state key of those: what a finding about them all names."""
+        if self.positional:
+            return next(iter(self.by_position[min(self.by_position, key=int)].values()))
+        return next(iter(self._keyed))
+
+
+def _pair_states(tensors: Mapping[str, TensorEntry], roots: state_keys.StateRoots) -> _StatePairs:
+    """Each per-parameter state tensor paired with its parameter by name (entries and
+    wrapper segments removed), or by position, or with none."""
+    params = {roots.module_path(key): key for key in roots.weight_keys(tensors)}
+    pairs = _StatePairs(params, {}, {}, {})
+    for key in tensors:
+        rest = roots.state_path(key)
+        if rest is None:
+            continue
+        path, _, state_name = rest.rpartition(".")
+        name = state_keys.hf_name(path)
+        if name in params:
+            pairs.found.setdefault(name, {})[state_name] = key
+        elif path.isdigit():
+            pairs.by_position.setdefault(path, {})[state_name] = key
+        else:
+            pairs.unmatched[key] = state_name
+    return pairs
+
+
+def optimizer_kind(
+    tensors: Mapping[str, TensorEntry], roots: state_keys.StateRoots
+) -> optimizer_states.HeldStates | None:
+    """Which optimizer's state the checkpoint holds, as validate recognises it (inspect
+    says the same); None when it holds none."""
+    held = _pair_states(tensors, roots).held
+    return optimizer_states.held_states(held) if held else None
+
+
+def _check_recorded(
+    kind: optimizer_states.OptimizerStates | None,
+    first: str,
+    record: _OptimizerRecord,
+    report: ValidationReport,
+) -> None:
+    """A warning when the run's own record names an optimizer whose states are not these
+    (Megatron-LM's args `optimizer='sgd'` beside Adam's moments): a resume under the
+    recorded setting finds no states it can use. Only where both are known exactly: the
+    states are a known optimizer's and the record names one whose states are known here
+    (or SGD without momentum, which keeps none). The weights are not at fault: no error."""
+    if kind is None:
+        return
+    recorded = record.recorded()
+    if recorded is None:
+        return
+    if recorded.states is not None and recorded.states.name != kind.name:
+        keeps = f"keeps {recorded.states.name}'s ({', '.join(recorded.states.missing(()))})"
+    elif recorded.states is None and not recorded.keeps_state:
+        keeps = "keeps none"
+    else:
+        return
+    report.add(
+        WARNING,
+        f"[{first}]",
+        f"optimizer state is {kind.name}'s, but the run's record names another optimizer:"
+        f" {recorded.about}, which {keeps}; a resume with that setting cannot use these"
+        " states",
+    )
 
 
 # Adam's second moment and AMSGrad's running maximum of it: means of squared gradients,
@@ -455,6 +572,7 @@ def _report_unknown_states(first: str, held: set[str], report: ValidationReport)
 
 
 def _check_positional_states(
+    kind: optimizer_states.OptimizerStates | None,
     tensors: Mapping[str, TensorEntry],
     params: dict[str, str],
     states: dict[str, dict[str, str]],
@@ -465,9 +583,9 @@ def _check_positional_states(
     position in its param groups, which the checkpoint does not tie to a name (Megatron
     orders them by weight-decay group). What can be checked is checked: each parameter
     holds its optimizer's whole set of states, each shaped like some parameter, and no
-    more positions than parameters."""
+    more positions than parameters; `kind`, the optimizer recognised from the states
+    (None: unknown)."""
     held = {name for names in states.values() for name in names}
-    kind = optimizer_states.identify(held)
     first = next(iter(states[min(states, key=int)].values()))
     if kind is None:
         _report_unknown_states(first, held, report)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.format.optimizer_states import HeldStates
 
 ERROR, WARNING = "error", "warning"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
@@ -44,6 +45,7 @@ class ValidationReport:
     role: str | None = None
     has_manifest: bool = True
     has_optimizer_state: bool | None = None  # Adam moments etc. under optimizer.state.
+    optimizer_kind: HeldStates | None = None  # which optimizer's states those are
     hash_algorithms: list[str] = field(default_factory=list)  # digests `deep` checked
     note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
     adapter: str | None = None  # a Megatron PEFT adapter among the weights, in one line

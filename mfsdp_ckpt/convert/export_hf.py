@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from mfsdp_ckpt.check.removed_while_read import reads_checkpoint
 from mfsdp_ckpt.check.validate import manifest_hash_errors
@@ -101,13 +102,52 @@ def _config_notes(
     return notes
 
 
-def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: Path) -> str:
+class UnreadTokenizer(NamedTuple):
+    """A tokenizer dir in a checkpoint whose layout does not read one there, and the words
+    every message about the missing tokenizer says of it."""
+
+    directory: Path
+    said: str
+
+
+def unread_tokenizer(paths: layout.CheckpointPaths | None) -> UnreadTokenizer | None:
+    """What lies at `iter_N/tokenizer/` of a checkpoint whose layout reads no tokenizer
+    there (Megatron-LM's: Megatron-Bridge's is the layout that keeps one there,
+    `CheckpointPaths.tokenizer_dir`); None where nothing does. Not read, since nothing says
+    it is the run's; but a message must not say the checkpoint holds none when a user
+    copied one in: it names the dir, to be given as the tokenizer."""
+    if paths is None or paths.step_dir is None or paths.tokenizer_dir is not None:
+        return None
+    found = paths.step_dir / layout.BRIDGE_TOKENIZER_DIR
+    if not os.path.lexists(found):
+        return None
+    return UnreadTokenizer(
+        found,
+        f"{found} is not read for a {paths.kind} checkpoint (only Megatron-Bridge's layout"
+        " keeps its tokenizer there)",
+    )
+
+
+def _no_tokenizer_note(
+    asset_location: str,
+    derived: DerivedConfig | None,
+    out: Path,
+    paths: layout.CheckpointPaths | None,
+) -> str:
     if derived is None:
         return f"{no_tokenizer_in(asset_location)}; AutoTokenizer will not load {out}"
+    run_named = derived.tokenizer_model
+    unread = unread_tokenizer(paths)
+    if unread is not None:
+        named = f" (the run named tokenizer_model {run_named!r})" if run_named else ""
+        return (
+            f"no tokenizer written: {unread.said}; copy its files into {out} if they are the"
+            f" run's tokenizer{named}, or AutoTokenizer will not load {out}"
+        )
     named = (
-        f"; the run named tokenizer_model {derived.tokenizer_model!r} (not read): copy its"
+        f"; the run named tokenizer_model {run_named!r} (not read): copy its"
         f" tokenizer files into {out}"
-        if derived.tokenizer_model
+        if run_named
         else ""
     )
     return (
@@ -216,7 +256,7 @@ def export_hf(
         _refuse_unloadable_config(prepared, hf_config)
     merged = merge_adapter_saved_alone(prepared, out, options)
     if merged is not None:
-        return merged
+        return merged.read_from(prepared.source.location, prepared.local_paths)
     with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
         written = write_planned(prepared, claim.tmp, options)
         mismatches, verify_seconds = _verify_written(written, claim.tmp, prepared, options)
@@ -236,7 +276,7 @@ def export_hf(
         verify_seconds=verify_seconds,
     )
     result.left_out(written.plan.mtp)
-    return result
+    return result.read_from(prepared.source.location, prepared.local_paths)
 
 
 def _verify_written(
@@ -281,5 +321,5 @@ def _export_notes(
     notes += plan.cast_notes()
     notes += plan.lora.notes if plan.lora is not None else []
     if not any(name.startswith("tokenizer") for name in prepared.assets):
-        notes.append(_no_tokenizer_note(prepared.asset_location, derived, out))
+        notes.append(_no_tokenizer_note(prepared.asset_location, derived, out, local_paths))
     return notes

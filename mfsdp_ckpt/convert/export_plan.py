@@ -225,6 +225,7 @@ def plan_export(
             f"{source.location}: checkpoint holds no model weights (no model tensors)"
         )
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
+    unknown_error = _unmapped_error(paths, layout_name, hf_config)
     lora = None
     try:
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
@@ -241,13 +242,13 @@ def plan_export(
             f"{source.location} {err}{_saved_peft_adapter(source.location)}"
         ) from None
     except MappingError as err:
-        raise ExportUsageError(f"{source.location}: {err}") from None
+        raise unknown_error(f"{source.location}: {err}") from None
     if chosen_layout == MCORE:
         try:
             refuse_attention_window(config)
         except UnsupportedModelError as err:
             raise ExportError(f"{source.location}: {err}") from None
-    _check_against_config(source, config, items, chosen_layout)
+    _check_against_config(source, config, items, chosen_layout, unknown_error)
     if compare_tied_head and geometry.tie_word_embeddings:
         pair = _TIED_PAIRS[chosen_layout]
         _refuse_untied_head(source, stored, pair, hf_config, config_option)
@@ -270,6 +271,27 @@ def plan_export(
         mtp=mtp,
         cast_from_config=cast_from_config,
     )
+
+
+def _unmapped_error(
+    paths: dict[str, tuple[int, ...]], layout_name: str, hf_config: str | os.PathLike | None
+) -> type[ExportUsageError] | type[ExportError]:
+    """What stored names the config and layout have no place for are (a q/k norm under a
+    config without one, an extra layer or expert): a usage error (exit 2) when the user chose
+    what they were mapped by, a config of their own (`hf_config`) or a layout other than
+    the one the names show (`layout_name`); else the checkpoint contradicts its own config
+    (its record, its huggingface/) and layout, and is what is wrong (exit 1), as validate
+    reports it."""
+    if hf_config is not None:
+        return ExportUsageError
+    if layout_name != "auto":
+        try:
+            shown = detect_layout(paths)
+        except MappingError:
+            shown = None
+        if shown != layout_name:
+            return ExportUsageError
+    return ExportError
 
 
 def recorded_geometry(source: ExportSource, config: JsonConfig | PretrainedConfig) -> Geometry:
@@ -402,13 +424,14 @@ def _check_against_config(
     config: JsonConfig | PretrainedConfig,
     items: list[MappedTensor],
     chosen_layout: str,
+    unknown_error: type[ExportUsageError] | type[ExportError],
 ) -> None:
     """Refuse a plan whose tensors the config's model would not load as written, before a
     byte is written: `from_pretrained` drops an unknown name and randomly initializes a
     missing one with a warning only, so such an export loads and is another model. Unknown
-    names are a usage error (the wrong config or layout given); a wrong shape, a weight
-    stored as integers or a missing weight is the checkpoint's (a tied head is no weight of
-    its own)."""
+    names raise `unknown_error` (`_unmapped_error`: the user's config or layout, or the
+    checkpoint's own); a wrong shape, a weight stored as integers or a missing weight is the
+    checkpoint's (a tied head is no weight of its own)."""
     expected = expected_weights_of(config)
     produced = {
         t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)
@@ -416,7 +439,7 @@ def _check_against_config(
     unknown = sorted(t for t in produced if t not in expected.allowed)
     if unknown:
         sources = [produced[t][1] for t in unknown]
-        raise ExportUsageError(
+        raise unknown_error(
             f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
             f" ({chosen_layout} layout), e.g. {', '.join(map(repr, sources[:3]))}"
             f"{live_peft_hint(unknown)}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from mfsdp_ckpt.convert.conversion_result import ConversionResult
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.units import gb_per_s, took
+from mfsdp_ckpt.format.layout import CheckpointPaths
 
 
 @dataclass
@@ -22,16 +23,28 @@ class ExportResult(ConversionResult):
     mismatches: list[str] | None = None  # None: not verified
     notes: list[str] = field(default_factory=list)
     dropped_mtp: dict[str, int] | None = None  # {"layers", "tensors"} left out by --drop-mtp
-    # `seconds` is the whole command's, start-up included (reading the checkpoint's metadata;
-    # --verify first imports transformers to build config.json, seconds alone): the rates
-    # are the tensors' own. None: not timed apart from `seconds` (convert), not verified.
+    # `seconds` runs from the command's start once Python and mfsdp are loaded (reading the
+    # checkpoint's metadata included; --verify first imports transformers to build
+    # config.json, seconds alone): the rates are the tensors' own. None: not timed apart
+    # from `seconds` (convert), not verified.
     convert_seconds: float | None = None  # reading, converting and writing the tensors
     verify_seconds: float | None = None  # --verify: reading them back, comparing, hashing
+    # what was read, as inspect and validate name it: the DCP directory (a URL's location)
+    # and its step, which a run dir's tracker or newest step dir chose (None: none known)
+    checkpoint: str | None = None
+    step: int | None = None
 
     def published(self, out: os.PathLike | str, started: float) -> ExportResult:
         """This result with the --out it now stands at and the whole command's seconds since
         `started`, set once the output is published (the LoRA exports build it before)."""
         self.out_dir, self.seconds = str(out), time.monotonic() - started
+        return self
+
+    def read_from(self, location: str, paths: CheckpointPaths | None) -> ExportResult:
+        """This result naming the checkpoint it was read from (`location`, the DCP directory
+        of a local checkpoint's `paths`) and its step: a pipeline that exports a run dir
+        registers the step it got without a second look, which a newer save could race."""
+        self.checkpoint, self.step = location, None if paths is None else paths.step
         return self
 
     def left_out(self, mtp: MtpLayers | None) -> None:

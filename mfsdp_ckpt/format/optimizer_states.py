@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from mfsdp_ckpt.check.printable import first_of
+
 
 @dataclass(frozen=True)
 class OptimizerStates:
@@ -100,9 +102,42 @@ def identify(held: Collection[str]) -> OptimizerStates | None:
     return next((kind for kind in KNOWN_OPTIMIZERS if kind.explains(held)), None)
 
 
+@dataclass(frozen=True)
+class HeldStates:
+    """Which optimizer's state a checkpoint holds, as inspect and validate report it:
+    `name`, the optimizer `identify` recognises (None: no known one keeps that set), and
+    `states`, the per-parameter state names held, sorted. A user resuming with another
+    optimizer setting reads here what the checkpoint can give it."""
+
+    name: str | None
+    states: tuple[str, ...]
+
+    def __str__(self) -> str:
+        """`Adam (exp_avg, exp_avg_sq, step)`, or `no known optimizer's (qmap1, state1)`
+        (a few names of an unknown set, and how many more)."""
+        said = self.name if self.name is not None else "no known optimizer's"
+        return f"{said} ({first_of(self.states, _SHOWN_NAMES)})"
+
+
+_SHOWN_NAMES = 8  # any known optimizer's set fits; an unknown one is cut
+
+
+def held_states(held: Collection[str]) -> HeldStates:
+    """`held` (the state names over all parameters) with the optimizer they are."""
+    kind = identify(held)
+    return HeldStates(None if kind is None else kind.name, tuple(sorted(held)))
+
+
 def known_names() -> str:
     """The optimizers `identify` knows, for a message that names none of them."""
     return ", ".join(kind.name for kind in KNOWN_OPTIMIZERS)
 
 
-__all__ = ["KNOWN_OPTIMIZERS", "OptimizerStates", "identify", "known_names"]
+__all__ = [
+    "KNOWN_OPTIMIZERS",
+    "HeldStates",
+    "OptimizerStates",
+    "held_states",
+    "identify",
+    "known_names",
+]
