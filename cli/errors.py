@@ -30,6 +30,7 @@ from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
+from mfsdp_ckpt.check.printable import said_by
 from mfsdp_ckpt.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -237,7 +238,7 @@ def _out_of_memory(err: BaseException, advice: str) -> str:
     """One line for an allocation that failed where no mfsdp code named what it held. An
     OSError says errno's words alone: the file a writer attached to it (`[Errno 12] Cannot
     allocate memory: 'PATH'`) is not what ran out."""
-    said = os.strerror(err.errno) if isinstance(err, OSError) and err.errno else str(err)
+    said = os.strerror(err.errno) if isinstance(err, OSError) and err.errno else said_by(err)
     first = said.strip().splitlines()[0] if said.strip() else ""
     return f"out of memory{f': {first}' if first else ''} ({advice})"
 
@@ -269,7 +270,7 @@ def report_errors(
     installed = _watch_for_sigterm()
     on_stranded_error(
         lambda err: _fail_once(
-            str(err), err.exit_code, as_json(), every_rank=err.every_rank, abandon=True
+            said_by(err), err.exit_code, as_json(), every_rank=err.every_rank, abandon=True
         )
     )
     try:
@@ -280,7 +281,7 @@ def report_errors(
         settle_command()
         raise
     except MfsdpError as err:
-        message, code = _or_interrupted(str(err), err.exit_code, interrupted)
+        message, code = _or_interrupted(said_by(err), err.exit_code, interrupted)
         _fail_once(
             message,
             code,
@@ -321,7 +322,7 @@ def report_errors(
         if not peer_lost(err):
             _tell_torchrun_of_a_bug(err)
             raise
-        message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
+        message = f"lost contact with the other ranks: {said_by(err).strip().splitlines()[0]}"
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
         _fail_once(*_or_interrupted(message, code, interrupted), as_json())
     finally:
@@ -341,7 +342,7 @@ def peer_lost(err: BaseException) -> bool:
     dist_error = getattr(distributed, "DistError", None)
     if dist_error is not None and isinstance(err, dist_error):
         return True
-    return any(sign in str(err) for sign in PEER_LOST_SIGNS)
+    return any(sign in said_by(err) for sign in PEER_LOST_SIGNS)
 
 
 _ctrl_c_seen = threading.Event()

@@ -605,6 +605,14 @@ def check_across_keys(config: T) -> T:
             " data.val_files, and val_ratio (which holds out training rows when there are no"
             " val_files) would be ignored; give one of them"
         )
+    reward: Any = getattr(config, "reward", None)  # GRPO's
+    if getattr(reward, "kwargs", None) and not getattr(reward, "path", None):
+        names = ", ".join(str(name) for name in reward.kwargs)
+        raise ConfigError(
+            f"reward.kwargs ({names:.80}) without reward.path: they are keyword arguments of a"
+            " custom reward function (verl's custom_reward_function.reward_kwargs), and the"
+            " built-in rewards take none; set reward.path or leave reward.kwargs out"
+        )
     return config
 
 

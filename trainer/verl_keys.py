@@ -189,7 +189,7 @@ def adopt_tree(
     foreign.sort(key=lambda pair: pair[0] != ESTIMATOR)  # what the file trains, said first
     given = keys_given(_trained([*foreign, *(later or [])]))
     try:
-        adopted = _carried(cls, foreign, source, given)
+        adopted = _carried(cls, foreign, source, given, beside=_pairs_of(native))
     except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
         more = _failing(cls, foreign, given) - 1
         if more < 1:
@@ -257,20 +257,28 @@ def _trained(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 
 def _carried(
-    cls: type, pairs: list[tuple[str, Any]], source: str, given: dict[str, Any]
+    cls: type,
+    pairs: list[tuple[str, Any]],
+    source: str,
+    given: dict[str, Any],
+    beside: list[tuple[str, Any]] | None = None,
 ) -> list[tuple[str, Any]]:
     """`carry_over` of `pairs` in the run whose keys are `given`, a key that does not carry
     over failing in one line naming `source`."""
     from trainer.config import ConfigError
 
     try:
-        return carry_over(cls, pairs, given, own=True)
+        return carry_over(cls, pairs, given, own=True, beside=beside)
     except NotCarried as err:
         raise ConfigError(f"{source}: {err.text}") from None
 
 
 def carry_over(
-    cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any] | None = None, own: bool = False
+    cls: type,
+    pairs: list[tuple[str, Any]],
+    given: dict[str, Any] | None = None,
+    own: bool = False,
+    beside: list[tuple[str, Any]] | None = None,
 ) -> list[tuple[str, Any]]:
     """`adopt_pairs` without a source: NotCarried for the first verl key that does not carry
     over. `given` is `keys_given` of every pair of the run where `pairs` is a part of them
@@ -278,8 +286,10 @@ def carry_over(
     for all its groups, as reading it per group made a file of many keys take minutes.
     `own`: the pairs are `mfsdp train`'s file and command line, where a key of mfsdp's name
     is mfsdp's own (`trainer.logger=[console,file]` gets the loader's message of the values
-    it takes); else they are a verl config's, where that key is verl's too."""
+    it takes); else they are a verl config's, where that key is verl's too. `beside`: the
+    mfsdp keys of the same source (a file's), which no verl key of it may give another value."""
     command = command_of(cls)
+    spellings = [*pairs, *(beside or [])]
     given = keys_given(pairs) if given is None else given
     out: list[tuple[str, Any]] = []
     resume: dict[str, Any] = {}
@@ -309,6 +319,7 @@ def carry_over(
             if verls and key == WEIGHT_DECAY and decays(value) and not on_megatron(given):
                 log.warning("note: verl's %s is %s=%s, %s", raw_key, key, value, DECAY_SCOPE)
             elif key != raw_key:
+                _refuse_two_spellings(raw_key, {key: value}, spellings)
                 note(raw_key, {key: value}, "")
             out.append((key, value))
             continue
@@ -330,7 +341,7 @@ def carry_over(
             continue
         rule = key_rule(key)
         # the key as written: `actor_rollout_ref.actor.optim.x` is `optim.x` only once mapped
-        if rule is None and raw_key.startswith(VERL_ONLY_SECTION):
+        if rule is None and _in_verl_section(cls, raw_key):
             if is_unset(value):  # a setting verl leaves at its default: nothing to carry
                 note(raw_key, {}, NOT_SET)
                 continue
@@ -353,6 +364,7 @@ def carry_over(
             raise NotCarried(
                 f"verl key '{raw_key}={value}' has no equivalent here: {err}", str(err)
             ) from None
+        _refuse_two_spellings(raw_key, mapped, spellings)
         note(raw_key, mapped, rule.why)
         out += mapped.items()
     if resume:
@@ -502,6 +514,20 @@ def _refuse_verl_only_value(raw_key: str, key: str, value: Any) -> None:
         raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
 
 
+def _refuse_two_spellings(
+    raw_key: str, mapped: dict[str, Any], pairs: list[tuple[str, Any]]
+) -> None:
+    """NotCarried for a verl key whose mfsdp key is also among `pairs` (of one file, or of
+    the command line) at another value: the later of the two won, silently, while the note
+    named the verl key's value. At the same value they are one setting given twice."""
+    for key, value in mapped.items():
+        for other, given in pairs:
+            other = other.lstrip("+")
+            if other != raw_key and normalise(other) == key and not same(value, given):
+                why = "one setting here, given two values (give one)"
+                raise NotCarried(f"{raw_key}={value} and {other}={given}: {why}", why)
+
+
 def _check_mirror(raw_key: str, value: Any, copied: str, original: Any) -> None:
     """A verl key that copies `copied` by default, given beside it: ignored at the same
     value, refused at another (mfsdp has one setting for both)."""
@@ -577,17 +603,35 @@ def carries(cls: type, given: str) -> bool:
     return rule is not None and command_of(cls) in rule.commands
 
 
+def _in_verl_section(cls: type, key: str) -> bool:
+    """Whether `key`, which no rule maps, stands in a section of verl's that mfsdp has none
+    of: one whose other keys the rules map for this command (`actor_rollout_ref`,
+    `custom_reward_function`, `reward.custom_reward_function` inside mfsdp's `reward`); not
+    in mfsdp's own sections, whose closest keys the loader names."""
+    verl = names(command_of(cls))
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        section = ".".join(parts[:cut])
+        if is_native(cls, section):
+            return False
+        if any(name.startswith(section + ".") for name in verl):
+            return True
+    return False
+
+
 def _unmapped_message(cls: type, key: str) -> str:
-    """For a key under verl's `actor_rollout_ref.` that no rule maps: the whole key as
-    written, and mfsdp's key of the same name where there is one (`rollout.dtype`), else the
-    verl keys it may be a typo of. The loader named only the section ("unknown config key
-    'actor_rollout_ref'") and guessed a key from its name."""
+    """For a key in a section of verl's (`_in_verl_section`) that no rule maps: the whole
+    key as written, and mfsdp's key of the same name where there is one (`rollout.dtype`
+    for `actor_rollout_ref.rollout.dtype`), else the verl keys of its top-level section it
+    may be a typo of. The loader named only the section ("unknown config key
+    'actor_rollout_ref'", "... 'custom_reward_function'", whose other keys carry over) and
+    guessed a key from its name."""
     from trainer.config_suggestions import close_keys
 
-    tail = key[len(VERL_ONLY_SECTION) :]
+    top, _, tail = key.partition(".")
     verl = names(command_of(cls))
-    close = close_keys(key, [], [name for name in verl if name.startswith(VERL_ONLY_SECTION)])
-    if is_native(cls, tail):
+    close = close_keys(key, [], [name for name in verl if name.startswith(top + ".")])
+    if top + "." == VERL_ONLY_SECTION and is_native(cls, tail):
         hint = f"did you mean {tail}?"
     elif close:
         hint = f"did you mean {', '.join(shown_name(name, verl[name]) for name in close)}?"
@@ -628,6 +672,11 @@ def _read_as_verl(key: str, value: Any) -> bool:
     verl_value = verl_value or verl_only_value(key, value) is not None
     verl_value = verl_value or clips_to_zero(key, value) or (key == WEIGHT_DECAY and decays(value))
     return verl_value or key in MIRRORS.values() or key == BETAS
+
+
+def _pairs_of(tree: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A loaded YAML tree's keys as dotted pairs."""
+    return [pair for key, value in tree.items() for pair in _flatten(key, value)]
 
 
 def _flatten(key: str, value: Any) -> list[tuple[str, Any]]:

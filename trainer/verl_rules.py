@@ -299,6 +299,59 @@ _MEGATRON_LORA_RULES = {
     ),
 }
 
+# verl's prefixes of a module path (verl/utils/import_utils.py load_module): `pkg://a.b.c`
+# imports the module, `file://` is dropped and the rest read as a path, relative or absolute
+_PKG_PREFIX = "pkg://"
+_FILE_PREFIX = "file://"
+
+
+def _reward_path(value: Any) -> Any:
+    """verl's custom_reward_function.path as a path here, read as verl's loader reads it:
+    `file://rw/f.py` is the relative path rw/f.py (a URL here, refused as "of the host rw");
+    `pkg://` names a module to import, which mfsdp does not: refused naming it (it was "a
+    URL; copy it locally first", though there was nothing to copy)."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_PKG_PREFIX):
+        module = value[len(_PKG_PREFIX) :].replace("/", ".")
+        raise Unsupported(
+            f"verl's {_PKG_PREFIX} module form is not supported here; give the module's file"
+            f""" path (python -c "import {module}; print({module}.__file__)" prints it)"""
+        )
+    return value.removeprefix(_FILE_PREFIX)
+
+
+def _reward_kwargs(value: Any) -> dict[str, Any]:
+    """verl's reward_kwargs (a mapping) as reward.kwargs, one dotted key per value
+    (`reward.kwargs.bonus`), so that several given apart (`+custom_reward_function.
+    reward_kwargs.a=1` and `.b=2`, or one in the file and one on the command line) are all
+    kept, as Hydra merges them; `{}` sets it empty."""
+    if not isinstance(value, dict):
+        raise Unsupported("reward_kwargs is a mapping of keyword arguments (reward.kwargs here)")
+    return _dotted("reward.kwargs", value)
+
+
+def _dotted(key: str, value: Any) -> dict[str, Any]:
+    """`value` set at `key` as dotted keys, one per value inside its mappings; a mapping
+    left whole where a dotted key cannot name its keys (empty, a key with a dot or no text)."""
+    named = isinstance(value, dict) and all(isinstance(n, str) and "." not in n for n in value)
+    if not value or not named:
+        return {key: value}
+    return {
+        dotted: item
+        for name, inner in value.items()
+        for dotted, item in _dotted(f"{key}.{name}", inner).items()
+    }
+
+
+# verl's custom_reward_function section, where verl's main_ppo and its newer `reward`
+# section (`reward.custom_reward_function`) keep it (verl/trainer/ppo/reward.py)
+_CUSTOM_REWARD_RULES = {
+    "path": Rule("reward.path", commands=("grpo",), read=_reward_path),
+    "name": Rule("reward.name", commands=("grpo",)),
+    "reward_kwargs": Rule("reward.kwargs", _reward_kwargs, commands=("grpo",)),
+}
+
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 CLIP_RATIO = ACTOR + "clip_ratio"
 # verl's actor.yaml sets both sides (not null), so its clip_ratio alone changes nothing
@@ -534,10 +587,11 @@ RULES: dict[str, Rule] = {
         why="GRPO here puts KL in the loss (actor.use_kl_loss)",
         commands=("grpo",),
     ),
-    "custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
-    "custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
-    "reward.custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
-    "reward.custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
+    **{
+        section + name: rule
+        for section in ("custom_reward_function.", "reward.custom_reward_function.")
+        for name, rule in _CUSTOM_REWARD_RULES.items()
+    },
     # reward_model.enable's name since verl's `reward` section (67dc84b96)
     **{
         key: Rule(

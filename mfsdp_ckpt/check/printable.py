@@ -8,7 +8,8 @@ reader sees, and a 200,000-character name fills the screen (or a log) with one l
 `--json` output needs none of this (json.dumps escapes control characters itself).
 
 `error_line` is the one way an exception becomes part of such a line: a library's message
-may be a page (a traceback, a whole config) or megabytes on its first line. `first_of` is the
+may be a page (a traceback, a whole config) or megabytes on its first line, and `said_by` the
+one way its text is read at all. `first_of` is the
 one way a line names some of many items: the first few, then how many more there are.
 """
 
@@ -41,6 +42,20 @@ def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
     return text
 
 
+# What an exception says when its own `__str__` fails (a user's class with a typo in it)
+STR_FAILED = "<str() failed>"
+
+
+def said_by(err: BaseException) -> str:
+    """`str(err)`, or `STR_FAILED` when that raises: the exception's class is anyone's code (a
+    reward function's), and a `__str__` that fails turned a one-line error into a traceback
+    raised while reporting it."""
+    try:
+        return str(err)
+    except Exception:  # whatever the user's __str__ raises; Ctrl-C passes
+        return STR_FAILED
+
+
 def error_line(
     err: BaseException,
     *,
@@ -54,7 +69,7 @@ def error_line(
     reason below a heading); cut to `limit` characters and made `printable`, as a library's
     message may quote a file's contents."""
     name = printable(type(err).__name__, limit)
-    text = str(err)
+    text = said_by(err)
     if joined:
         said = " ".join(text.split())
     else:
@@ -75,4 +90,12 @@ def first_of(items: Sequence[object], shown: int, sep: str = ", ") -> str:
     return f"{said} (+{left} more)" if left > 0 else said
 
 
-__all__ = ["MAX_ERROR_CHARS", "MAX_PRINTED_CHARS", "error_line", "first_of", "printable"]
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "MAX_PRINTED_CHARS",
+    "STR_FAILED",
+    "error_line",
+    "first_of",
+    "printable",
+    "said_by",
+]

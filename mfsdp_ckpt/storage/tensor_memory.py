@@ -15,6 +15,7 @@ import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from mfsdp_ckpt.check.printable import said_by
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 
 # What torch's allocators say when they fail (CPU on Linux / Windows; CUDA, whose
@@ -53,7 +54,7 @@ def is_allocation_failure(err: BaseException) -> bool:
         return err.errno == errno.ENOMEM
     if isinstance(err, MfsdpError):
         return False
-    said = str(err).lower()
+    said = said_by(err).lower()
     if said.lstrip().startswith(_THREAD_SIGNS):
         return True
     return isinstance(err, RuntimeError) and any(sign in said for sign in _ALLOCATOR_SIGNS)
@@ -73,7 +74,7 @@ def memory_failure(err: BaseException) -> BaseException | None:
     link: BaseException | None = err
     while link is not None and id(link) not in seen:
         seen.add(id(link))
-        unmapped = isinstance(link, ImportError) and _UNMAPPED_LIBRARY in str(link)
+        unmapped = isinstance(link, ImportError) and _UNMAPPED_LIBRARY in said_by(link)
         if unmapped or is_allocation_failure(link):
             found = link
         link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)

@@ -1,7 +1,8 @@
 """RL rows whose values cannot train are refused before the model loads, naming file and row:
-a null, NaN or empty ground truth (it scores 0 whatever the response), one the built-in rules
-cannot compare (a list, a dict), an empty prompt; and `rollout.temperature=0` is refused by
-the config check (it failed at step 1 with "gradient norm is nan")."""
+a null, NaN or empty ground truth with the built-in rewards (it scores 0 whatever the
+response), one the built-in rules cannot compare (a list, a dict), an empty prompt; and
+`rollout.temperature=0` is refused by the config check (it failed at step 1 with "gradient
+norm is nan")."""
 
 import json
 import math
@@ -50,13 +51,12 @@ def _row(truth=None, prompt=PROMPT, **fields) -> dict:
         ("  \n", "reward_model.ground_truth is empty text ('  \\n')"),
     ],
 )
-@pytest.mark.parametrize("custom_reward", [False, True])
 def test_a_null_or_empty_ground_truth_is_refused_naming_file_and_row(
-    tmp_path, tokenizer, truth, why, custom_reward
+    tmp_path, tokenizer, truth, why
 ):
     path = _rows(tmp_path, _row("7"), _row(truth))
     with pytest.raises(RLDataError) as raised:
-        load_rl_prompts([path], RLDataConfig(), tokenizer, custom_reward=custom_reward)
+        load_rl_prompts([path], RLDataConfig(), tokenizer)
     assert str(raised.value) == f"{path}:2: {why}"
     assert raised.value.exit_code == EXIT_USAGE
 

@@ -8,10 +8,11 @@ responses per rank.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from trainer.config import (
     Betas,
+    Checked,
     LocalPath,
     NonNegative,
     OptimConfig,
@@ -108,6 +109,18 @@ class RolloutConfig:
     max_num_seqs: Positive[int] = 1024  # hf: sequences decoded together
 
 
+def _not_keywords(kwargs: dict[Any, Any], key: str) -> str | None:
+    """Why `kwargs` cannot be passed as keyword arguments (a key that is no text: a call with
+    it fails at every row), or None."""
+    named = [name for name in kwargs if not isinstance(name, str)]
+    if not named:
+        return None
+    return (
+        f"config key '{key}' has the {type(named[0]).__name__} key {named[0]!r:.40}: its keys"
+        " name the reward function's keyword arguments, so each is text"
+    )
+
+
 @dataclass
 class RewardConfig:
     """Built-in rules by data_source, or `compute_score(data_source, solution_str, ground_truth,
@@ -115,6 +128,9 @@ class RewardConfig:
 
     path: LocalPath | None = None
     name: str = "compute_score"
+    # keyword arguments given to every call of the function of `path` besides the four,
+    # over them where a name is the same (verl's custom_reward_function.reward_kwargs)
+    kwargs: Annotated[dict[str, Any], Checked(_not_keywords)] = field(default_factory=dict)
     # seconds one call of the custom function may take before the run stops naming the row
     # (one that never returned hung every rank); 0: no limit
     timeout_s: NonNegative[float] = 60.0

@@ -4,14 +4,16 @@ Rows keep verl's columns unchanged: `prompt` (chat turns, or plain text), `data_
 `reward_model.ground_truth`, `extra_info`. Prompts are rendered with the tokenizer's chat
 template and the generation prompt, once, before training starts, so a bad row fails early.
 
-A row is refused, naming its file and row, when its prompt is empty or its ground truth is
-null, NaN or empty text: such a row trains on nothing or scores 0 whatever the response. With
-the built-in rewards (no `reward.path`), which compare the answer as text, the ground truth
-must also be text, or a whole number (compared as its decimal text: `72` and `72.0` as "72";
-a fraction such as a float32 0.1 is refused, its text a guess), and the row's `data_source`
-one with a built-in rule: a source with none failed the run at its first reward, after steps
-were saved, naming no file. A custom reward function may take any other value (a list, a
-dict) and any data_source (a missing one is given as ""): both are given to it unchanged.
+A row is refused, naming its file and row, when its prompt is empty (it trains on nothing)
+or it has no `reward_model.ground_truth`. With the built-in rewards (no `reward.path`), which
+compare the answer as text, a null, NaN or empty ground truth is refused too (it scores 0
+whatever the response), and the ground truth must be text, or a whole number (compared as its
+decimal text: `72` and `72.0` as "72"; a fraction such as a float32 0.1 is refused, its text a
+guess), and the row's `data_source` one with a built-in rule: a source with none failed the
+run at its first reward, after steps were saved, naming no file. A custom reward function may
+take any other value (a list, a dict, null or empty: a judge's or a test runner's reward needs
+none, and verl gives it as it is) and any data_source (a missing one is given as ""): both are
+given to it unchanged.
 Its `extra_info` must then be a dict, or missing or null (given as `{}`), as verl reads it:
 the function is given it as verl's reward manager gives it (`reward_extra_info`).
 """
@@ -85,19 +87,22 @@ def chat_turns(prompt: Any) -> list[dict]:
 
 
 def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
-    """Why `value` cannot be a row's ground truth, or None when it can. Null and empty text
-    score 0 whatever the response; without a custom reward function (`custom_reward`) the
-    built-in rules compare text, as verl's do, so a value with no text to compare
-    (`ground_truth_text`: text, or a whole number as its decimal text) is refused: a list,
-    dict or bool could never match, and a fraction only by the chance of how it was written
-    (a float32 `0.1` reads 0.10000000149011612)."""
+    """Why `value` cannot be a row's ground truth, or None when it can. A custom reward
+    function (`custom_reward`) takes any value, as verl gives it (null too: a judge needs
+    none). The built-in rules compare text, as verl's do: null and empty text score 0
+    whatever the response, and a value with no text to compare (`ground_truth_text`: text,
+    or a whole number as its decimal text) is refused: a list, dict or bool could never
+    match, and a fraction only by the chance of how it was written (a float32 `0.1` reads
+    0.10000000149011612)."""
+    if custom_reward:
+        return None
     if value is None:
         return "reward_model.ground_truth is null"
     if isinstance(value, float) and math.isnan(value):  # a missing value, as pandas writes it
         return "reward_model.ground_truth is NaN"
     if isinstance(value, str):
         return None if value.strip() else f"reward_model.ground_truth is empty text ({value!r:.20})"
-    if custom_reward or ground_truth_text(value) is not None:
+    if ground_truth_text(value) is not None:
         return None
     return f"reward_model.ground_truth is {no_text_to_compare(value)}"
 

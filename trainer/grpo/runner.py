@@ -529,7 +529,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         fused_ops=cfg.rollout.fused_ops,
         max_num_seqs=cfg.rollout.max_num_seqs,
     )
-    scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s)
+    scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s, cfg.reward.kwargs)
     run = TrainingRun.open(
         GRPO_RUN,
         cfg,

@@ -5,8 +5,11 @@ exactly like verl's `custom_reward_function`. Checkpoints and data files never r
 
 The user's code (its import and every call) runs with stdout sent to stderr
 (`user_code_output`): its prints still show, but stdout stays the command's own (`--json`
-writes one JSON object there). A `sys.exit()` in it is a failure like any exception, not the
-end of the run; only Ctrl-C (KeyboardInterrupt) passes through.
+writes one JSON object there), and in the working directory the command runs in (a checker
+that `chdir()`s into a temp dir and forgets to change back made the run fail later, on its
+own relative paths). A `sys.exit()` in it is a failure like any exception, not the end of
+the run; only Ctrl-C (KeyboardInterrupt) passes through. What a failed or stopped call left
+running is ended with it: the processes it started (`end_processes_started_since`).
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ import contextlib
 import ctypes
 import importlib.util
 import inspect
+import multiprocessing
 import os
+import signal
 import sys
 import threading
+import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,11 +50,14 @@ class RewardFunctionError(MfsdpFailedError, ValueError):
 REWARD_KEYWORDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
 
-def load_reward_function(path: str | Path, name: str = "compute_score") -> Callable:
+def load_reward_function(
+    path: str | Path, name: str = "compute_score", kwargs: Collection[str] = ()
+) -> Callable:
     """The function `name` of the python file `path`, which is imported here: its top level
     runs now, as the user's own code (stdout sent to stderr), once per rank. Every way it
     can be unusable (no such file, a FIFO, a failing import or `sys.exit()`, no such name,
-    a signature verl's keyword call cannot fill) is a `RewardError` naming reward.path or
+    a signature verl's keyword call cannot fill, the names of `kwargs`, reward.kwargs, among
+    its keywords) is a `RewardError` naming reward.path or
     reward.name, raised while the run is built rather than at the first scored batch."""
     file = Path(path)
     if not os.path.lexists(file):
@@ -73,26 +82,27 @@ def load_reward_function(path: str | Path, name: str = "compute_score") -> Calla
         raise RewardError(f"reward.name {name!r}: {str(file)!r} defines no such function")
     if not callable(function):
         raise RewardError(f"reward.name {name!r} in {str(file)!r} is not callable")
-    _check_signature(function, name, file)
+    _check_signature(function, name, file, kwargs)
     return function
 
 
-def _check_signature(function: Callable, name: str, file: Path) -> None:
+def _check_signature(function: Callable, name: str, file: Path, kwargs: Collection[str]) -> None:
     """Refuse, before the run loads a model, a function that cannot be called the way verl
     calls it: `name(data_source=, solution_str=, ground_truth=, extra_info=)` by keyword
     (`def compute_score(*args)` takes no keywords, `(data_source, solution_str, ground_truth)`
-    no extra_info)."""
+    no extra_info), with the names of `kwargs` (reward.kwargs) too."""
+    keywords = list(dict.fromkeys([*REWARD_KEYWORDS, *kwargs]))
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # a builtin without one: its first call says what is wrong
         return
     try:
-        signature.bind(**dict.fromkeys(REWARD_KEYWORDS))
+        signature.bind(**dict.fromkeys(keywords))
     except TypeError as err:
         raise RewardError(
             f"reward.name {name!r} in {str(file)!r} cannot be called as "
-            f"{name}({', '.join(f'{key}=...' for key in REWARD_KEYWORDS)}) (verl's reward "
-            f"signature): {err}"
+            f"{name}({', '.join(f'{key}=...' for key in keywords)}) (verl's reward "
+            f"signature{' with reward.kwargs' if kwargs else ''}): {err}"
         ) from None
 
 
@@ -106,21 +116,78 @@ def user_code_output() -> Iterator[None]:
     by its time limit (an awaited `async def` function runs inside). Nested or overlapping
     uses (threads) share one redirection, undone when the last of them ends. A thread the
     code started and left running prints to stderr after the call too (`_UserThreadsOnStderr`):
-    its print once the call had returned came before the JSON object."""
-    before = set(threading.enumerate())
+    its print once the call had returned came before the JSON object. The working directory
+    the code changed is changed back, as stdout is."""
+    before, cwd = set(threading.enumerate()), _working_directory()
     _enter_user_code()
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
         _leave_user_code()
+        if cwd is not None:
+            with contextlib.suppress(OSError):  # removed meanwhile: the command's own error
+                os.chdir(cwd)
         _keep_on_stderr(threads_started_since(before))
+
+
+def _working_directory() -> str | None:
+    """The working directory now; None when it no longer exists (nothing to go back to)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def threads_started_since(before: set[threading.Thread]) -> list[threading.Thread]:
     """The threads alive now that were not among `before`: those the user's code started and
     left running."""
     return [thread for thread in threading.enumerate() if thread not in before]
+
+
+# How long a process the user's code left running has to end on SIGTERM before SIGKILL
+PROCESS_GRACE_S = 1.0
+
+
+def processes_alive() -> set[multiprocessing.process.BaseProcess]:
+    """The `multiprocessing` processes this process started that are running now."""
+    return set(multiprocessing.active_children())
+
+
+def end_processes_started_since(before: set[multiprocessing.process.BaseProcess]) -> None:
+    """End the `multiprocessing` processes started since `before` that still run (a reward
+    function waiting on its checker's process when its call failed or was stopped):
+    multiprocessing joins every one at exit, and the run hung after its error line for as
+    long as the process ran. SIGTERM, then SIGKILL for one still running `PROCESS_GRACE_S`
+    later."""
+    left = processes_alive() - before
+    for process in left:
+        process.terminate()
+    deadline = time.monotonic() + PROCESS_GRACE_S
+    for process in left:
+        process.join(max(deadline - time.monotonic(), 0.0))
+        if process.is_alive():
+            process.kill()
+            process.join(PROCESS_GRACE_S)
+
+
+# The SIGTERM handler of the command while the user's code runs (mfsdp's own: it raises
+# Terminated, for the command's cleanup to run)
+_command_sigterm: Any = None
+
+
+def _default_sigterm_in_user_child() -> None:
+    """In a process the user's code forked: SIGTERM's default action back, in place of the
+    command's handler it inherited, so that SIGTERM ends it quietly (the handler's exception
+    printed a traceback from a checker's process that was only being ended). A handler the
+    user's code installed stays."""
+    if _users and callable(_command_sigterm):
+        with contextlib.suppress(ValueError):  # forked off another thread: none to change
+            if signal.getsignal(signal.SIGTERM) is _command_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_user_child)
 
 
 # The threads the user's code started and left running: what they print goes to stderr
@@ -164,11 +231,12 @@ _command_stdout: int | None = None  # a copy of the command's stdout while descr
 
 
 def _enter_user_code() -> None:
-    global _users, _command_stdout
+    global _users, _command_stdout, _command_sigterm
     with _redirect_lock:
         _users += 1
         if _users == 1:
             _command_stdout = _stdout_to_stderr()
+            _command_sigterm = signal.getsignal(signal.SIGTERM)
 
 
 def _leave_user_code() -> None:

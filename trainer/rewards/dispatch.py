@@ -10,13 +10,21 @@ the run stops with one line naming the reward file, the function and the row
 (`RewardFunctionError`). A custom function's prints go to stderr, not stdout.
 
 Each function is given `extra_info` as verl's reward manager gives it (`reward_extra_info`),
-and an `async def` function is awaited, as verl awaits one, within the same time limit.
+and an `async def` function is awaited, as verl awaits one, within the same time limit. Each
+call gets its own deep copy of the row's `ground_truth` and `extra_info`: the rows are kept
+for the whole run, and a function that changed a list in them (a checker popping its test
+cases) changed what every later step, and not a resumed run, gave it; verl builds its rows
+anew each time it draws them. Copying costs once per response what the row holds there
+(small for every dataset verl's recipes read; a dataset with megabytes of test cases per
+row pays for copying them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
+import multiprocessing
 import numbers
 import reprlib
 import sys
@@ -33,7 +41,9 @@ from trainer.rewards import gsm8k, math, math_dapo
 from trainer.rewards.custom import (
     RewardError,
     RewardFunctionError,
+    end_processes_started_since,
     load_reward_function,
+    processes_alive,
     restore_command_stdout,
     threads_started_since,
     user_code_output,
@@ -154,13 +164,25 @@ def reward_extra_info(extra_info: Any) -> Any:
     """A row's `extra_info` as verl's reward manager passes it to the score function: a
     missing or null one is `{}` (verl's RLHFDataset), and the dict gets `num_turns` and
     `rollout_reward_scores` (a verl reward file reads `extra_info.get(...)` and those keys).
-    A fresh dict for every call, so what one call changes in it does not reach the row or the
-    next call; anything else (the data loader refuses it for a custom function) as it is."""
+    A deep copy for every call, so what one call changes in it, at any depth, does not reach
+    the row or the next call; anything else (the data loader refuses it for a custom
+    function) a copy as it is."""
     if extra_info is None:
         extra_info = {}
+    extra_info = own_copy(extra_info)
     if not isinstance(extra_info, Mapping):
         return extra_info
     return {**extra_info, "num_turns": SINGLE_TURN_NUM_TURNS, "rollout_reward_scores": {}}
+
+
+def own_copy(value: Any) -> Any:
+    """A deep copy of a row's `value` for one call; `value` itself where it holds what cannot
+    be copied (a lock or an event a caller in Python shares on purpose: rows read from a
+    data file never hold one)."""
+    try:
+        return copy.deepcopy(value)
+    except (TypeError, copy.Error):  # "cannot pickle '_thread.lock' object"
+        return value
 
 
 @dataclass
@@ -173,14 +195,21 @@ class RewardScorer:
     """Scores decoded responses row by row with the built-in rules or a custom function."""
 
     def __init__(
-        self, path: str | None = None, name: str = "compute_score", timeout_s: float = 0.0
+        self,
+        path: str | None = None,
+        name: str = "compute_score",
+        timeout_s: float = 0.0,
+        kwargs: Mapping[str, Any] | None = None,
     ):
         self.custom = bool(path)
         self.timeout_s = timeout_s
+        # reward.kwargs: given to every call of the custom function, over its four keywords
+        # where a name is the same, as verl's `_call_with_kwargs` gives reward_kwargs
+        self.kwargs = dict(kwargs or {})
         self.name = name if path else default_compute_score.__name__
         self.where = f"reward.path {str(path)!r}" if path else "built-in reward"
         self.function: Callable = (
-            load_reward_function(path, name) if path else default_compute_score
+            load_reward_function(path, name, self.kwargs) if path else default_compute_score
         )
         self._loop: asyncio.AbstractEventLoop | None = None  # for an `async def` function
 
@@ -197,7 +226,7 @@ class RewardScorer:
             data_sources, responses, ground_truths, extra_infos, strict=True
         ):
             extra = reward_extra_info(row_extra)
-            result = self._call(source, response, truth, extra)
+            result = self._call(source, response, own_copy(truth), extra)
             try:
                 reward, acc = _score_and_accuracy(result)
             except _NotAScore as bad:
@@ -211,18 +240,23 @@ class RewardScorer:
             return self.function(
                 data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
             )
-        before, stuck = set(threading.enumerate()), self._stuck(source, extra)
+        before, processes = set(threading.enumerate()), processes_alive()
+        stuck = self._stuck(source, extra, processes)
         try:
             with user_code_output(), time_limit(self.timeout_s, stuck):
-                result = self.function(
+                keywords = dict(
                     data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
                 )
+                # reward.kwargs over the four, as verl merges them; a copy for each call
+                result = self.function(**(keywords | copy.deepcopy(self.kwargs)))
                 return self._awaited(result) if inspect.isawaitable(result) else result
         # the user's code failed: only this call is guarded; sys.exit() in it is a failure too
         # (it ended the run with exit 0), Ctrl-C passes
         except (Exception, SystemExit) as err:
+            end_processes_started_since(processes)
             raise self._failed(source, extra, f"{self.name} raised {error_line(err)}") from err
         except RewardTimeout:
+            end_processes_started_since(processes)
             late = f"{self.name} did not return within {self.timeout_s:g} s (reward.timeout_s)"
             failed = self._failed(source, extra, late)
             failed.abandons_threads = _threads_left(before)
@@ -238,10 +272,13 @@ class RewardScorer:
             weakref.finalize(self, self._loop.close)
         return self._loop.run_until_complete(awaitable)
 
-    def _stuck(self, source: Any, extra: Any) -> Callable[[], Any]:
+    def _stuck(
+        self, source: Any, extra: Any, processes: set[multiprocessing.process.BaseProcess]
+    ) -> Callable[[], Any]:
         """What the time limit calls when the call ran on in C code past it, never seeing
-        the signal: report the error and end the run (no caller can catch it), on the
-        stdout of now, not the user code's (its prints go to stderr)."""
+        the signal: end the processes it started since `processes`, report the error and
+        end the run (no caller can catch it), on the stdout of now, not the user code's (its
+        prints go to stderr)."""
         stdout = sys.stdout
         stopped = (
             f"{self.name} did not return within {self.timeout_s:g} s (reward.timeout_s) nor"
@@ -250,6 +287,7 @@ class RewardScorer:
         )
 
         def stop() -> None:
+            end_processes_started_since(processes)
             restore_command_stdout()  # the user's code still runs with descriptor 1 on stderr
             sys.stdout = stdout
             report_stranded(self._failed(source, extra, stopped))

@@ -15,9 +15,12 @@ limit the watchdog calls `stuck()` instead, which reports the error and ends the
 since the run cannot go on without that score. C code that also holds the interpreter's
 lock (a power of huge integers does) keeps even the watchdog from running: `HELD_GRACE_S`
 after the limit, Python's fault handler, which runs without that lock, prints where every
-thread is (the reward function's line among them) and ends the process with exit 1. Off the
-main thread, or where SIGALRM already has a handler of someone else's, the call is not
-bounded.
+thread is (the reward function's line among them) and ends the process with exit 1.
+A reward file that installed its own SIGALRM handler at import (a code-execution reward
+bounding its checker with `signal.alarm`) keeps it: until the limit has passed, a SIGALRM
+goes to that handler, as it did; from then on it raises `RewardTimeout` (the limit was left
+off for such a file, without a word, and a checker that never ended hung the run). Off the
+main thread the call is not bounded.
 """
 
 from __future__ import annotations
@@ -44,15 +47,22 @@ class RewardTimeout(BaseException):
     """The reward function did not return within its time limit."""
 
 
-def _expired(signum: int, frame: Any) -> None:
-    raise RewardTimeout
+def _on_alarm(expired: threading.Event, previous: Any) -> Callable[[int, Any], None]:
+    """SIGALRM's handler while a call is bounded: `RewardTimeout` once `expired` is set (the
+    watchdog sets it before its first signal), and before that the handler that was there
+    (`previous`, the reward file's own) when it is one: its own alarm still goes to it."""
+
+    def handle(signum: int, frame: Any) -> None:
+        if expired.is_set() or not callable(previous):
+            raise RewardTimeout
+        previous(signum, frame)
+
+    return handle
 
 
 def _can_bound() -> bool:
-    return (
-        hasattr(signal, "pthread_kill")
-        and threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+    return hasattr(signal, "pthread_kill") and threading.current_thread() is (
+        threading.main_thread()
     )
 
 
@@ -66,11 +76,12 @@ def time_limit(seconds: float, stuck: Callable[[], Any] | None = None) -> Iterat
     if seconds <= 0 or not _can_bound():
         yield
         return
-    previous = signal.signal(signal.SIGALRM, _expired)
-    ended = threading.Event()
+    ended, expired = threading.Event(), threading.Event()
+    previous = signal.getsignal(signal.SIGALRM)
+    signal.signal(signal.SIGALRM, _on_alarm(expired, previous))
     watchdog = threading.Thread(
         target=_watch,
-        args=(seconds, ended, threading.main_thread().ident, stuck),
+        args=(seconds, ended, expired, threading.main_thread().ident, stuck),
         name=WATCHDOG_NAME,
         daemon=True,
     )
@@ -100,10 +111,14 @@ def _arm_fault_handler(seconds: float) -> bool:
 
 
 def _watch(
-    seconds: float, ended: threading.Event, main: int | None, stuck: Callable[[], Any] | None
+    seconds: float,
+    ended: threading.Event,
+    expired: threading.Event,
+    main: int | None,
+    stuck: Callable[[], Any] | None,
 ) -> None:
-    """Signal the main thread once `seconds` have passed, then every REPEAT_S, until `ended`;
-    `stuck()` once STUCK_GRACE_S of signals went unanswered."""
+    """Set `expired` and signal the main thread once `seconds` have passed, then every
+    REPEAT_S, until `ended`; `stuck()` once STUCK_GRACE_S of signals went unanswered."""
     due, give_up = time.monotonic() + seconds, None
     while main is not None and not ended.wait(
         min(max(due - time.monotonic(), 0.0), LONGEST_WAIT_S)
@@ -111,6 +126,7 @@ def _watch(
         now = time.monotonic()
         if now < due:  # a long limit, waited for in LONGEST_WAIT_S pieces
             continue
+        expired.set()
         signal.pthread_kill(main, signal.SIGALRM)
         give_up = give_up if give_up is not None else now + STUCK_GRACE_S
         if stuck is not None and now >= give_up:
