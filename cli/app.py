@@ -64,6 +64,7 @@ def run() -> None:
     ensure_standard_streams()  # before anything opens a file or writes a line
     from cli.errors import fail, stdout_failure
     from cli.lines import say
+    from cli.option_spellings import other_spelling, value_without_option
     from trainer.threads import drop_malformed_thread_count
 
     args = _home_in_option_values(sys.argv[1:])
@@ -87,6 +88,8 @@ def run() -> None:
             or _misplaced_command(err)
             or _dashed_override(err)
             or _flag_of_another_trainer(err, options)
+            or other_spelling(err)
+            or value_without_option(err, options)
         )
         fail(told or f"{_usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:

@@ -159,11 +159,16 @@ def guard_stderr() -> None:
         with contextlib.suppress(OSError):
             _discard(fd)
             stream.flush()
+    # Written through, with no BufferedWriter between: one kept what a write had put out
+    # when a signal's exception came before the Python-level write returned, and wrote it
+    # again at the next flush (a line said twice after Ctrl-C); TextIOWrapper lets go of its
+    # bytes before it hands them on, so an interrupted write is never repeated.
     sys.stderr = io.TextIOWrapper(
-        io.BufferedWriter(_BestEffortStderr(fd)),
+        _BestEffortStderr(fd),
         encoding=stream.encoding,
         errors=stream.errors,
         line_buffering=True,
+        write_through=True,
     )
 
 

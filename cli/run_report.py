@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
 
+from cli.command_as_run import mfsdp_command
 from cli.errors import settle_command
 from cli.lines import say
 from cli.result_said import mark_result_said
@@ -148,4 +150,7 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     shown = "".join(
         f", {final.label} {final.value:{final.fmt}}" for final in finals if final.value is not None
     )
-    report(summary, as_json, f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}")
+    line = f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}"
+    if checkpoint is not None:  # the step a user of verl or Megatron-LM asks about next
+        line += f"; next: {mfsdp_command('ckpt export-hf', Path(result.run_dir), '--out DIR')}"
+    report(summary, as_json, line)

@@ -66,14 +66,52 @@ def refuse_url(path: str | os.PathLike) -> None:
     """CheckpointPathError for a URL given where a local path is read: Path() would make
     gs://b/x the local gs:/b/x, and "no such file" would follow. A `file:` URL names a
     local directory already: copying it (gcloud, aws) was the wrong advice."""
-    refusal = url_refusal(
-        str(path),
-        f"only `mfsdp ckpt export-hf` reads checkpoints at URLs ({', '.join(URL_SCHEMES)});"
-        " for this, copy it to a local directory first (gcloud storage cp -r, aws s3 cp"
-        " --recursive, hdfs dfs -get)",
-    )
+    refusal = url_refusal(str(path), _remote_advice(str(path)))
     if refusal is not None:
         raise CheckpointPathError(refusal)
+
+
+# How to copy a checkpoint at a URL of each scheme to a local directory.
+_COPY_COMMANDS = {
+    "gs": "gcloud storage cp -r {url} DIR",
+    "s3": "aws s3 cp --recursive {url} DIR",
+    "hdfs": "hdfs dfs -get {url} DIR",
+}
+_HUB_SCHEME = "hf://"
+
+
+def _remote_advice(url: str) -> str:
+    """What to do with a URL, by its scheme: export-hf reads the URL_SCHEMES itself (it alone
+    reaches here for another scheme, so "only export-hf reads URLs" was false there), any
+    other scheme is read by no command; either way, the command that copies it (for a Hub
+    `hf://` URL, `hf download`)."""
+    if url.lower().startswith(_HUB_SCHEME):
+        return _hub_download(url[len(_HUB_SCHEME) :])
+    scheme = url.split(":", 1)[0].lower()
+    command = _COPY_COMMANDS.get(scheme)
+    how = f" (`{command.format(url=url)}`)" if command else ""
+    copy = f"copy it to a local directory first{how} and give that"
+    if f"{scheme}://" in URL_SCHEMES:
+        return (
+            f"only `mfsdp ckpt export-hf` reads checkpoints at URLs ({', '.join(URL_SCHEMES)});"
+            f" for this, {copy}"
+        )
+    return (
+        f"mfsdp reads no {scheme}:// URL (`mfsdp ckpt export-hf` reads {', '.join(URL_SCHEMES)});"
+        f" {copy}"
+    )
+
+
+def _hub_download(repo: str) -> str:
+    """The `hf download` line for an `hf://[datasets/]owner/name` URL: mfsdp downloads nothing."""
+    kind = ""
+    if repo.startswith("datasets/"):
+        repo, kind = repo.removeprefix("datasets/"), " --repo-type dataset"
+    name = repo.rstrip("/").rsplit("/", 1)[-1] or "DIR"
+    return (
+        "a Hugging Face Hub URL: nothing is downloaded here, so fetch it first"
+        f" (`hf download {repo.rstrip('/')}{kind} --local-dir {name}`) and give {name}"
+    )
 
 
 def missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:

@@ -209,6 +209,10 @@ def test_training_into_a_log_draws_no_bars_but_says_each_step(monkeypatch, capsy
 def test_training_on_a_terminal_draws_its_step_bar(monkeypatch, capsys, tmp_path):
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
+    # wide enough for the bar graphic beside every figure, whatever tok/s's digits: a
+    # terminal of no size is drawn at COLUMNS (at the 80 columns assumed without it, a fast
+    # machine's 5-digit tok/s left no room for the graphic)
+    monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setattr("sys.argv", ["mfsdp", *_train_sft_args(tmp_path)])
     main()
     out, _ = capsys.readouterr()

@@ -27,6 +27,8 @@ EXPORT_KEYS = [
     "dropped_mtp",
     "convert_seconds",
     "verify_seconds",
+    "checkpoint",
+    "step",
     "gb_per_s",
     "convert_gb_per_s",
     "verify_gb_per_s",

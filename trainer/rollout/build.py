@@ -16,7 +16,7 @@ from trainer.model import padding_id
 from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_config
 from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
-from trainer.rollout.vllm_engine import vllm_available
+from trainer.rollout.vllm_engine import VLLMRolloutError, vllm_available
 
 
 def engine_name(requested: str) -> str:
@@ -108,6 +108,8 @@ def build_rollout_engine(
         )
     from trainer.rollout.vllm_engine import VLLMRolloutEngine
 
+    if device.type == "cpu":
+        _check_cpu_attention(hf_config)
     assets_dir.mkdir(parents=True, exist_ok=True)
     write_assets(assets_dir)
     try:
@@ -130,6 +132,25 @@ def build_rollout_engine(
         ) from None
     engine.eos_token_ids = eos_token_ids(tokenizer, model_path)
     return engine
+
+
+def _check_cpu_attention(hf_config: Any) -> None:
+    """VLLMRolloutError for a head size vLLM's CPU attention does not run, as its backend
+    declares them, before the engine starts: vLLM itself only finds out at the first
+    generate, after the actor and the engine are built."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    heads = getattr(hf_config, "num_attention_heads", None)
+    hidden = getattr(hf_config, "hidden_size", None)
+    head_dim = getattr(hf_config, "head_dim", None) or (
+        hidden // heads if heads and hidden else None
+    )
+    if head_dim is None or CPUAttentionBackend.supports_head_size(head_dim):
+        return
+    sizes = ", ".join(map(str, CPUAttentionBackend.get_supported_head_sizes()))
+    raise VLLMRolloutError.of(
+        f"vLLM's CPU attention does not run this model's head_dim={head_dim} (it runs {sizes})"
+    )
 
 
 def _context_refusal(err: ValueError) -> str | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
 
 if TYPE_CHECKING:  # vLLM is imported where it is used
@@ -30,6 +31,22 @@ def vllm_available() -> bool:
     except Exception:  # a broken install (e.g. mismatched torchvision) counts as absent
         return False
     return True
+
+
+# The way on when vLLM cannot run a model: the transformers engine runs every model the
+# trainer builds.
+USE_HF = "use rollout.name=hf (the transformers engine)"
+
+
+class VLLMRolloutError(MfsdpFailedError):
+    """vLLM could not run the rollout (a shape its kernels lack, a failed generate): one
+    line naming the engine and vLLM's reason, in place of vLLM's traceback."""
+
+    @classmethod
+    def of(cls, reason: str) -> VLLMRolloutError:
+        return cls(
+            f"rollout vllm (rollout.name=vllm, or auto where vLLM is installed): {reason}; {USE_HF}"
+        )
 
 
 def vllm_logs_to_stderr() -> None:
@@ -130,7 +147,14 @@ class VLLMRolloutEngine(RolloutEngine):
                     )
                 )
         assert self.llm is not None  # a closed engine takes no more calls
-        outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        try:
+            outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        except torch.OutOfMemoryError:
+            raise  # the run's memory advice, not another engine
+        except RuntimeError as err:
+            self.close()  # now, while the process group vLLM's shutdown tears down still exists
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise VLLMRolloutError.of(f"vLLM failed to generate: {reason}") from None
         responses, logprobs, prompt_index = [], [], []
         for request_index, output in enumerate(outputs):
             for completion in output.outputs:
@@ -146,6 +170,11 @@ class VLLMRolloutEngine(RolloutEngine):
         )
 
     def close(self) -> None:
+        """Shut vLLM's engine down now rather than when it is collected: its finalizer
+        destroys process groups, and one run at exit, after a failed run tore the trainer's
+        group down, was a second traceback."""
+        if self.llm is not None:
+            self.llm.llm_engine.engine_core.shutdown()
         self.llm = None
 
 

@@ -1,0 +1,64 @@
+"""An option spelled as another mfsdp command spells it (`demo --nproc`, `train
+--nproc-per-node`), or as most tools do (`--output`, `-o`), is told this command's name for
+it; a required option's value given as a bare word (`export-hf CKPT hf/out`) is told the
+option to put before it. Each was click's bare "No such option" or "Missing option"."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from cli.main import main
+
+
+def _error_of(monkeypatch, capsys, tmp_path, *args: str) -> str:
+    """The error line of `mfsdp ARGS`, which must be a usage error (exit 2) of one line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["mfsdp", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    return err.strip()
+
+
+@pytest.mark.parametrize(
+    "args, meant, spelled_by",
+    [
+        (["train", "sft", "--nproc", "2"], "--nproc-per-node", "'mfsdp demo'"),
+        (["train", "grpo", "--nproc=2"], "--nproc-per-node", "'mfsdp demo'"),
+        (["demo", "--nproc-per-node", "2"], "--nproc", "'mfsdp train grpo' and 'mfsdp train sft'"),
+        (["ckpt", "export-hf", "runs/a", "--output", "hf/out"], "--out", None),
+        (["ckpt", "export-hf", "runs/a", "-o", "hf/out"], "--out", None),
+        (["ckpt", "import-hf", "model", "--output", "runs/b"], "--out", None),
+    ],
+)
+def test_another_spelling_names_this_commands_option(
+    monkeypatch, capsys, tmp_path, args, meant, spelled_by
+):
+    line = _error_of(monkeypatch, capsys, tmp_path, *args)
+    assert f"(did you mean '{meant}'?)" in line
+    if spelled_by is not None:
+        assert line.endswith(
+            f"is how {spelled_by} spell{'s' if ' and ' not in spelled_by else ''} it"
+        )
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["ckpt", "export-hf", "runs/a", "hf/out"], "hf/out"),
+        (["ckpt", "export-hf", "--max-shard-size", "1GB", "runs/a", "hf/out"], "hf/out"),
+        (["ckpt", "import-hf", "model", "runs/b"], "runs/b"),
+    ],
+)
+def test_a_value_without_its_option_is_named_with_it(monkeypatch, capsys, tmp_path, args, word):
+    line = _error_of(monkeypatch, capsys, tmp_path, *args)
+    assert line.startswith(f"error: Missing option '--out' for 'mfsdp ckpt {args[1]}'")
+    assert line.endswith(f"(did you mean --out {word}?)")
+
+
+def test_missing_option_with_no_extra_word_is_as_before(monkeypatch, capsys, tmp_path):
+    line = _error_of(monkeypatch, capsys, tmp_path, "ckpt", "export-hf", "runs/a")
+    assert "did you mean" not in line and "Missing option '--out'" in line
