@@ -18,7 +18,7 @@ from typing import Any
 
 from torch.distributed.checkpoint.api import CheckpointException
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import MAX_ERROR_CHARS, error_line, printable, said_by
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.storage.file_errors import os_error_line
@@ -159,8 +159,17 @@ def _first_failure(err: CheckpointException) -> str:
 def _cause_line(cause: BaseException) -> str:
     """Why a save failed, in one line: an OSError as `PATH: reason` (`os_error_line`: the
     file it names and errno's words, never Python's `[Errno 28] ...: '/x'`), anything else
-    (a bug's, a library's own error) as `Type: its first line` (`error_line`)."""
-    return os_error_line(cause) if isinstance(cause, OSError) else error_line(cause)
+    (a bug's, a library's own error) as `Type: its first line` (`error_line`), or where that
+    line is a heading (it ends in `:`) up to the first line that is not: huggingface_hub's
+    validation errors say only which validator failed on their first line, and why below."""
+    if isinstance(cause, OSError):
+        return os_error_line(cause)
+    lines = [line.strip() for line in said_by(cause).splitlines() if line.strip()]
+    reason = next((n for n, line in enumerate(lines) if not line.endswith(":")), 0)
+    if reason == 0:
+        return error_line(cause)
+    said = " ".join(lines[: reason + 1]) + (" ..." if len(lines) > reason + 1 else "")
+    return f"{printable(type(cause).__name__)}: {printable(said, MAX_ERROR_CHARS)}"
 
 
 def _out_of_memory(dist_ckpt: Path, stored: Mapping[str, Any]) -> str:

@@ -395,8 +395,12 @@ class Checkpointer:
 
     # ----------------------------------------------------------------- load
     def find_resume(self, resume: str) -> layout.CheckpointPaths | None:
-        """`checkpoint_resolution.checkpoint_to_resume` in this checkpointer's run_dir."""
-        return checkpoint_resolution.checkpoint_to_resume(self.run_dir, resume)
+        """`checkpoint_resolution.checkpoint_to_resume` in this checkpointer's run_dir; one
+        of another trainer's layout refused (`refuse_foreign_training_state`)."""
+        found = checkpoint_resolution.checkpoint_to_resume(self.run_dir, resume)
+        if found is not None:
+            refuse_foreign_training_state(found, CONTENT_KINDS)
+        return found
 
     def load(
         self,
@@ -476,6 +480,7 @@ def _checked_for_load(
             check(manifest, paths)
     reader = SafeFileSystemReader(str(paths.dist_ckpt))
     stored = reader.read_metadata().state_dict_metadata
+    refuse_foreign_training_state(paths, contents, stored)
     wanted = {kind: _state_of(states[kind]) for kind in contents}
     flat, mapping = flatten_state_dict(wanted)
     check_same_state(
@@ -484,6 +489,35 @@ def _checked_for_load(
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
     return manifest, reader, stored, wanted
+
+
+def refuse_foreign_training_state(
+    paths: layout.CheckpointPaths,
+    contents: Iterable[str],
+    stored: Mapping[str, Any] | None = None,
+) -> None:
+    """CheckpointContentsError (one line) when `contents` asks for training state beside the
+    weights (a resume) from a checkpoint that cannot hold mfsdp's: one of another trainer's
+    layout (verl, Megatron-LM, Megatron-Bridge, ...), or a bare dist_ckpt whose `stored`
+    keys hold none of a kind asked for (an import, Megatron-LM's --load dir). Its keys were
+    compared with the run's, which said "another model config? a new trainer.run_dir starts
+    over" in a new run dir of the same model; its weights are what a run starts from."""
+    asked = [kind for kind in contents if kind != MODEL]
+    if not asked or paths.kind == layout.MFSDP:
+        return
+    if paths.kind == layout.BARE_DCP:
+        if stored is None:  # ours copied out of its step dir, or another's: told by its keys
+            return
+        held = {key.split(".", 1)[0] for key in stored}
+        if all(kind in held for kind in contents):
+            return
+    where = paths.step_dir or paths.dist_ckpt
+    what = "without manifest.json" if paths.kind == layout.BARE_DCP else f"of layout {paths.kind}"
+    raise CheckpointContentsError(
+        f"{where}: a checkpoint {what}, not a step of an mfsdp training run: it has no"
+        f" mfsdp {' or '.join(asked)} state to resume; to start training from its weights,"
+        f" give model.path={where} instead of checkpoint.resume"
+    )
 
 
 _ANOTHER_MODEL = " (another model config? a new trainer.run_dir starts over)"

@@ -46,7 +46,7 @@ from trainer.model_code import (
     check_tokenizer_class,
     check_tokenizer_files,
 )
-from trainer.model_overrides import overridden_config
+from trainer.model_overrides import built_over, overridden_config
 from trainer.model_source import (
     ModelSource,
     check_tokenizer_present,
@@ -149,14 +149,20 @@ def _model_dir_config(assets: Path) -> Any:
 
 
 def _from_model_dir(assets: Path, overrides: dict[str, Any]) -> Any:
-    """`AutoConfig.from_pretrained` of a model dir (local files only, no shipped code),
-    `overrides` set on it."""
-    from transformers import AutoConfig
+    """`AutoConfig.from_pretrained` of a model dir (local files only, no shipped code), built
+    again from its config.json's fields with `overrides` written into them (`built_over`:
+    given to from_pretrained, they were set after the config derived its other fields)."""
+    from transformers import AutoConfig, PreTrainedConfig
 
     with rope_verdicts_held():  # refused once, from the final config (build_hf_config)
-        return AutoConfig.from_pretrained(
-            str(assets), local_files_only=True, trust_remote_code=False, **overrides
+        config = AutoConfig.from_pretrained(
+            str(assets), local_files_only=True, trust_remote_code=False
         )
+        if not overrides:
+            return config
+        fields, _ = PreTrainedConfig.get_config_dict(str(assets), local_files_only=True)
+        build = functools.partial(type(config).from_dict, name_or_path=str(assets))
+        return built_over(build, fields, overrides)
 
 
 def load_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
@@ -283,11 +289,15 @@ def _config_source(
 
 
 def _for_model(model_type: str, fields: dict[str, Any], overrides: dict[str, Any]) -> Any:
-    """`AutoConfig.for_model` of `fields` (a named shape's, a checkpoint's) with `overrides`."""
+    """`AutoConfig.for_model` of `fields` (a named shape's, a checkpoint's) with `overrides`
+    written into them (`built_over`)."""
     from transformers import AutoConfig
 
+    def build(given: dict[str, Any]) -> Any:
+        return AutoConfig.for_model(model_type, **given)
+
     with rope_verdicts_held():  # refused once, from the final config (build_hf_config)
-        return AutoConfig.for_model(model_type, **{**fields, **overrides})
+        return built_over(build, fields, overrides)
 
 
 def _check_weight_files(assets: Path, config: Any) -> SafetensorsSource:

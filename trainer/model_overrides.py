@@ -50,6 +50,62 @@ def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], override
         ) from None
 
 
+def built_over(build: Callable[[dict[str, Any]], Any], fields: dict, overrides: dict) -> Any:
+    """`build(fields | overrides)`: the config transformers makes of a config.json holding
+    `fields` with `overrides` written into it, so that what its class derives from them
+    (Qwen2's `layer_types` from `num_hidden_layers`) is derived from the overridden values.
+    Setting overrides on a config already built kept what it derived from the old ones, and
+    transformers refused that config only when the first checkpoint saved it. A config.json
+    saved by transformers lists such fields too: where keeping what it lists is refused, each
+    listed value that is just what the class derives from the file's own values (not one set
+    by hand) is derived again; one set by hand is kept, and transformers' refusal names it."""
+    fields = _without_spellings_of(build, fields, overrides)
+    try:
+        return build(copy.deepcopy({**fields, **overrides}))
+    except Exception:
+        derived = _derivable(build, fields)
+        if not derived - overrides.keys():
+            raise
+    kept = {key: value for key, value in fields.items() if key not in derived}
+    return build(copy.deepcopy({**kept, **overrides}))
+
+
+def _without_spellings_of(
+    build: Callable[[dict[str, Any]], Any], fields: dict, overrides: dict
+) -> dict:
+    """`fields` without those that are no field of the config but set one that `overrides`
+    set (an older spelling transformers moves into a field: `rope_scaling`, `rope_theta`
+    into `rope_parameters`): written beside the override, the file's would win over it."""
+    try:
+        built = build(copy.deepcopy(fields))
+    except Exception:  # the file alone is refused: nothing to tell apart, its refusal says
+        return fields
+    own = set(built.to_dict()) | set(type(built)().to_dict())
+    dropped = set()
+    for key in fields.keys() - own - overrides.keys():
+        try:
+            without = build(copy.deepcopy({k: v for k, v in fields.items() if k != key}))
+        except Exception:  # left out, this field is needed: it stays as listed
+            continue
+        if any(getattr(without, name, None) != getattr(built, name, None) for name in overrides):
+            dropped.add(key)
+    return {key: value for key, value in fields.items() if key not in dropped}
+
+
+def _derivable(build: Callable[[dict[str, Any]], Any], fields: dict) -> set[str]:
+    """The fields of `fields` whose value is what `build` gives them when they are left
+    out: a class default, or what the class derives from the other fields."""
+    found = set()
+    for key, value in fields.items():
+        rest = {k: v for k, v in fields.items() if k != key}
+        try:
+            if getattr(build(copy.deepcopy(rest)), key) == value:
+                found.add(key)
+        except Exception:  # left out, this field is needed: it stays as listed
+            continue
+    return found
+
+
 def _refuse_text_rope_numbers(base: Any, known: set[str], overrides: dict) -> None:
     """Refuse, naming the key as written, a RoPE setting given as text where transformers
     takes a number (`rope_theta: '5e5'`, `rope_scaling: {factor: '2'}`): these go into
