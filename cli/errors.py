@@ -175,10 +175,15 @@ def fail(
 def _exit(code: int, abandon: bool = False) -> NoReturn:
     """`sys.exit(code)`, or with `abandon` an exit that does not wait for threads the user's
     code left running (`MfsdpError.abandons_threads`): Python joins every non-daemon thread
-    at exit, and one that never ends kept a failed run alive after its error line."""
-    if abandon:
-        sys.stdout.flush()
-        sys.stderr.flush()
+    at exit, and one that never ends kept a failed run alive after its error line. A rank
+    `mfsdp train --nproc-per-node N` started exits so too once its failure is said (its
+    metrics and loggers closed as the error left the trainer): the interpreter's teardown
+    destroyed the gloo group with its threads still running, which aborts the process
+    ("terminate called without an active exception" printed under the error line)."""
+    if abandon or _in_launched_rank():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
         os._exit(code)
     sys.exit(code)
 

@@ -65,8 +65,8 @@ def thread_change_warning(
         f"warning: {found.manifest}: step {manifest.step} was trained with"
         f" {_per_process(then)} CPU thread(s) per process, this run has {_per_process(now)}:"
         " resumed steps match an uninterrupted run bit for bit only at the same thread count"
-        " (with dropout on, CPU results depend on it), which mfsdp chooses from the machine's"
-        f" load unless it is set; {remedy}"
+        " (CPU results with dropout depend on it; the count is the one set, else mfsdp's"
+        f" choice from the machine's load); {remedy}"
     )
 
 

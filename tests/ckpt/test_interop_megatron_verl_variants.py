@@ -171,7 +171,7 @@ def test_validate_reports_whether_optimizer_state_is_present(tmp_path):
     del state["optimizer"]
     without = save_dcp(state, tmp_path / "without" / "dist_ckpt")
     for ckpt, present, words in (
-        (with_optim, True, "optimizer state"),
+        (with_optim, True, "Adam optimizer state"),
         (without, False, "no optimizer state"),
     ):
         code, out, err = run_cli("ckpt", "validate", ckpt, "--json")

@@ -71,9 +71,9 @@ def test_a_step_trained_at_2_threads_resumed_at_1_says_so_once(tmp_path, capsys)
     assert lines == [
         f"[sft] warning: {run / 'global_step_1' / layout.MANIFEST_FILE}: step 1 was trained"
         " with 2 CPU thread(s) per process, this run has 1: resumed steps match an"
-        " uninterrupted run bit for bit only at the same thread count (with dropout on, CPU"
-        " results depend on it), which mfsdp chooses from the machine's load unless it is"
-        " set; OMP_NUM_THREADS=2 gives the step's threads again"
+        " uninterrupted run bit for bit only at the same thread count (CPU results with"
+        " dropout depend on it; the count is the one set, else mfsdp's choice from the"
+        " machine's load); OMP_NUM_THREADS=2 gives the step's threads again"
     ]
     assert _recorded(run / "global_step_3") == [1]  # the steps it saves record its own count
 
