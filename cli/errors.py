@@ -180,7 +180,7 @@ def _exit(code: int, abandon: bool = False) -> NoReturn:
     metrics and loggers closed as the error left the trainer): the interpreter's teardown
     destroyed the gloo group with its threads still running, which aborts the process
     ("terminate called without an active exception" printed under the error line)."""
-    if abandon or _in_launched_rank():
+    if abandon or _rank_of_our_torchrun():
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
@@ -473,6 +473,15 @@ def settle_command() -> None:
     if _in_launched_rank() and threading.current_thread() is threading.main_thread():
         for number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(number, signal.SIG_IGN)
+
+
+def _rank_of_our_torchrun() -> bool:
+    """Whether this process is a rank cli/torchrun.py started: its parent is that torchrun
+    (the pid it leaves in the ranks' environment). A caller that runs commands in-process
+    with a rank's environment (a test) is not one, and must not be ended by `_exit`."""
+    from cli.torchrun import TORCHRUN_PID
+
+    return _in_launched_rank() and os.environ.get(TORCHRUN_PID) == str(os.getppid())
 
 
 def _in_launched_rank() -> bool:
