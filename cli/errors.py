@@ -175,12 +175,13 @@ def fail(
 def _exit(code: int, abandon: bool = False) -> NoReturn:
     """`sys.exit(code)`, or with `abandon` an exit that does not wait for threads the user's
     code left running (`MfsdpError.abandons_threads`): Python joins every non-daemon thread
-    at exit, and one that never ends kept a failed run alive after its error line. A rank
-    `mfsdp train --nproc-per-node N` started exits so too once its failure is said (its
-    metrics and loggers closed as the error left the trainer): the interpreter's teardown
-    destroyed the gloo group with its threads still running, which aborts the process
-    ("terminate called without an active exception" printed under the error line)."""
-    if abandon or _rank_of_our_torchrun():
+    at exit, and one that never ends kept a failed run alive after its error line. A failed
+    training run exits so too once its failure is said (its metrics and loggers closed as
+    the error left the trainer), in one process or in each rank: the interpreter's teardown
+    of a process that ran a process group, with the failed run's objects still held by the
+    error, sometimes aborted ("terminate called without an active exception" under the
+    error line, exit -6 instead of the command's code)."""
+    if abandon or _ends_a_process_that_trained():
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
@@ -475,13 +476,14 @@ def settle_command() -> None:
             signal.signal(number, signal.SIG_IGN)
 
 
-def _rank_of_our_torchrun() -> bool:
-    """Whether this process is a rank cli/torchrun.py started: its parent is that torchrun
-    (the pid it leaves in the ranks' environment). A caller that runs commands in-process
-    with a rank's environment (a test) is not one, and must not be ended by `_exit`."""
-    from cli.torchrun import TORCHRUN_PID
+def _ends_a_process_that_trained() -> bool:
+    """Whether the command ends this process (`cli.main.ends_with_command`) and a process
+    group was started in it (a training run: `trainer.distributed`). A caller running
+    commands in-process (a test) is not one, and must not be ended by `_exit`."""
+    from cli.main import ends_with_command
 
-    return _in_launched_rank() and os.environ.get(TORCHRUN_PID) == str(os.getppid())
+    distributed = sys.modules.get("trainer.distributed")  # imported by every training run
+    return ends_with_command() and distributed is not None and distributed.started_a_group()
 
 
 def _in_launched_rank() -> bool:

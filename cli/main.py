@@ -172,6 +172,19 @@ def guard_stderr() -> None:
     )
 
 
+def ends_with_command() -> bool:
+    """Whether this process ends when the command does: the program itself called `main()`,
+    or a rank's `python -m cli.train` (`command_ends_process`)."""
+    return _ends_with_command
+
+
+def command_ends_process() -> None:
+    """Say that this process ends with the command it runs: an entry point other than
+    `main()` (`python -m cli.train`, what `mfsdp train --nproc-per-node N` starts)."""
+    global _ends_with_command
+    _ends_with_command = True
+
+
 def settle() -> None:
     """The command's outcome is decided: in a process that ends with it, ignore Ctrl-C and
     SIGTERM until the exit, so that its exit status is the command's and no line it printed

@@ -61,4 +61,7 @@ def train_sft(cfg: Any) -> tuple[Any, list[FinalValue]]:
 train.add_command(grpo)
 
 if __name__ == "__main__":
+    from cli.main import command_ends_process
+
+    command_ends_process()
     train(prog_name="mfsdp train")

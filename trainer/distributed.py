@@ -56,6 +56,19 @@ def check_gpus_for_local_ranks(local_ranks: int) -> None:
         raise ConfigError(problem)
 
 
+# Whether a process group was started in this process: a command ending the process once it
+# failed then exits without the interpreter's teardown (cli/errors.py `_exit`).
+_started_a_group = False
+
+
+def started_a_group() -> bool:
+    """Whether `init_distributed` started a process group in this process (since destroyed
+    or not): the teardown of such a process, after a run failed with its objects still
+    referenced by the error, sometimes aborted ("terminate called without an active
+    exception", exit -6 under the error line)."""
+    return _started_a_group
+
+
 def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> DistEnv:
     """Join torchrun's group (RANK/WORLD_SIZE set) or start a single-rank group on a free port."""
     device_type = resolve_device(device_choice)
@@ -66,6 +79,7 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
+    global _started_a_group
     started = False
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"
@@ -82,7 +96,7 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
                 world_size=1,
                 timeout=timeout,
             )
-        started = True
+        started = _started_a_group = True
     return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device, started)
 
 

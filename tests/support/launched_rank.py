@@ -23,6 +23,7 @@ from mfsdp_ckpt.checkpoint_failures import raised_by_every_rank
 from mfsdp_ckpt.checkpointer import load_checkpoint
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+from trainer.distributed import init_distributed
 
 JSON = json_option("Print a failure as {error, exit_code} on stdout.", expose_value=False)
 
@@ -69,7 +70,7 @@ def ranks() -> None:
 @JSON
 def one_stops(stopping: int, how: str) -> None:
     """Rank `stopping` fails (or is killed) while the other waits for it in an all-reduce."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     if dist.get_rank() == stopping:
         if how == "is-killed":  # as the out-of-memory killer does
             os.kill(os.getpid(), signal.SIGKILL)
@@ -84,7 +85,7 @@ def one_stops(stopping: int, how: str) -> None:
 def loads(checkpoint: str, late_rank: int | None) -> None:
     """Every rank loads `checkpoint`'s model into an empty state, as a resume does; with
     `--late-rank`, one rank gets there once the others may have ended (torchrun then stops it)."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     if dist.get_rank() == late_rank:
         time.sleep(3)
     load_checkpoint(resolve_checkpoint(checkpoint), {"model": {}}, contents=("model",))
@@ -96,7 +97,7 @@ def loads(checkpoint: str, late_rank: int | None) -> None:
 def loads_own(checkpoints: tuple[str, ...]) -> None:
     """Rank r loads `checkpoints[r]`'s model, as a resume does: one rank's copy may be refused
     while the others' load (a node whose copy of the checkpoint differs)."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     checkpoint = checkpoints[dist.get_rank()]
     load_checkpoint(resolve_checkpoint(checkpoint), {"model": {}}, contents=("model",))
     dist.all_reduce(torch.ones(1))  # the run goes on together, as training would
@@ -107,7 +108,7 @@ def loads_own(checkpoints: tuple[str, ...]) -> None:
 @JSON
 def raises(raising: int) -> None:
     """Rank `raising` meets a bug of its own (not an mfsdp error) while the other waits for it."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     if dist.get_rank() == raising:
         raise ValueError(own_failure(raising))
     dist.all_reduce(torch.ones(1))
@@ -119,7 +120,7 @@ def raises(raising: int) -> None:
 def reads_own(files: tuple[str, ...]) -> None:
     """Rank r reads `files[r]` where a resume reads its checkpoint's files (errors there are
     every rank's alike), then the run goes on together."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     with raised_by_every_rank():
         Path(files[dist.get_rank()]).read_bytes()
     dist.all_reduce(torch.ones(1))
@@ -131,7 +132,7 @@ def reads_own(files: tuple[str, ...]) -> None:
 def waits(pid_dir: str) -> None:
     """Each rank leaves its pid in `pid_dir`/RANK, then waits in a barrier no rank leaves: a
     test stops one rank with a signal."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     pid_file = os.path.join(pid_dir, os.environ["RANK"])
     with open(pid_file + ".tmp", "w") as handle:
         handle.write(str(os.getpid()))
@@ -149,4 +150,7 @@ def prints_result() -> None:
 
 
 if __name__ == "__main__":
+    from cli.main import command_ends_process
+
+    command_ends_process()  # as `python -m cli.train`, what a launched rank runs
     ranks(prog_name="launched_rank")
