@@ -25,7 +25,6 @@ import yaml
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli, verl_rl_v1
 from tests.support.megatron_checkpoints import (
-    STEP,
     adam_state,
     bridge_run,
     mcore_weights,
@@ -97,24 +96,16 @@ def _megatron_states(root: Path, states: dict | None, **args) -> Path:
     """A Megatron-LM run whose optimizer holds `states` (per-parameter name -> tensor like
     the parameter; None: Adam's) for every parameter, `args` changed as given."""
     model = tiny_causal_lm("llama", vocab=64)
-    weights = mcore_weights(model)
-    optimizer = adam_state(weights)
-    if states is not None:
-        optimizer["state"] = {
-            param: {name: torch.zeros_like(held["exp_avg"]) for name in states}
-            for param, held in optimizer["state"].items()
-        }
-    run = root / "megatron"
-    state = {
-        "args": megatron_args(model, **args),
-        "checkpoint_version": 3.0,
-        "iteration": STEP,
-        "model": weights,
-        "optimizer": optimizer,
-    }
-    save_dcp(state, run / f"iter_{STEP:07d}")
-    (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
-    return run
+
+    def held(adam: dict) -> dict:
+        if states is not None:
+            adam["state"] = {
+                param: {name: torch.zeros_like(held["exp_avg"]) for name in states}
+                for param, held in adam["state"].items()
+            }
+        return adam
+
+    return megatron_run(root, model, megatron_args(model, **args), optimizer=held)
 
 
 def _validated(run: Path) -> tuple[int, dict, list[tuple[str, str, str]]]:

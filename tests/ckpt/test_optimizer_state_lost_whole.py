@@ -30,6 +30,7 @@ from tests.support.megatron_checkpoints import (
     bridge_run,
     mcore_weights,
     megatron_args,
+    megatron_run,
     save_dcp,
 )
 
@@ -41,21 +42,12 @@ def _megatron(root: Path, states: bool = False, **args) -> tuple[Path, int]:
     parameter and its Adam states (none unless `states`), `args` changed as given; returns
     the run and its parameter count."""
     model = tiny_causal_lm("llama", vocab=64)
-    weights = mcore_weights(model)
-    optimizer = adam_state(weights)
-    if not states:
-        optimizer["state"] = {}
-    run = root / "megatron"
-    state = {
-        "args": megatron_args(model, **args),
-        "checkpoint_version": 3.0,
-        "iteration": STEP,
-        "model": weights,
-        "optimizer": optimizer,
-    }
-    save_dcp(state, run / f"iter_{STEP:07d}")
-    (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
-    return run, len(weights)
+
+    def held(adam: dict) -> dict:
+        return adam if states else {**adam, "state": {}}
+
+    run = megatron_run(root, model, megatron_args(model, **args), optimizer=held)
+    return run, len(mcore_weights(model))
 
 
 def _errors(run: Path) -> tuple[int, list[tuple[str, str]], dict]:

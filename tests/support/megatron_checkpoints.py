@@ -14,6 +14,7 @@ import enum
 import functools
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -179,14 +180,15 @@ def megatron_run(
     args,
     rows: int | None = None,
     experts: str = "grouped",
-    optimizer: bool = False,
+    optimizer: bool | Callable[[dict], dict] = False,
     mtp_layers: int = 0,
     extra: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """RUN/{latest_checkpointed_iteration.txt, iter_0000100/} as Megatron-LM saves an
     fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model` (and
     `mtp_layers` multi-token prediction layers, and the weights `extra` names by their
-    saved key), and with `optimizer` its Adam state."""
+    saved key), and with `optimizer` its Adam state (or, a function, what it makes of
+    that state: another optimizer's, or none lost)."""
     run = root / "megatron"
     weights = {**mcore_weights(model, rows, experts), **mtp_weights(model, mtp_layers)}
     weights.update(extra or {})
@@ -197,7 +199,8 @@ def megatron_run(
         "model": weights,
     }
     if optimizer:
-        state["optimizer"] = adam_state(weights)
+        adam = adam_state(weights)
+        state["optimizer"] = optimizer(adam) if callable(optimizer) else adam
     save_dcp(state, run / f"iter_{STEP:07d}")
     (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
     return run
