@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check import value_head
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import dir_entries, layout, state_keys
@@ -73,8 +74,10 @@ def check_against_config(
     if hf_config is not None:
         root = safe_files.model_dir_root(config_file.parent)
         within = f"the model dir {config_file.parent}"
+    weights = {roots.module_path(k): k for k in roots.weight_keys(reader.tensors)}
     try:
         safe_files.regular_file(config_file, root, within)
+        _check_layer_count(report, config_file, root, weights)
         expected = expected_weights_for(config_file, root=root)
     except CheckpointFileError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
@@ -89,7 +92,6 @@ def check_against_config(
 
     # experts fused as transformers 5.x holds them in memory are checked as the per-expert
     # tensors of the hub's files, which the config's expectations name
-    weights = {roots.module_path(k): k for k in roots.weight_keys(reader.tensors)}
     stored = hub_expert_names(
         {path: reader.tensors[key].shape for path, key in weights.items()}, expected.model_type
     )
@@ -100,18 +102,60 @@ def check_against_config(
     def where(name: str) -> str:  # the stored key (experts fused in it: the name it would have)
         return f"[{weights.get(name) or roots.stored_name(name)}]"
 
+    model = expected.model_type
+    missing = [where(name) for name in expected.required if name not in stored]
+    _name_or_count(
+        report,
+        config_file,
+        missing,
+        f"missing; {config_file} ({model}) expects it",
+        f"weights it expects ({model}) are missing",
+    )
     for name, shape in expected.required.items():
         found = stored.get(name)
-        if found is None:
-            report.add(
-                ERROR, where(name), f"missing; {config_file} ({expected.model_type}) expects it"
-            )
-        elif found != shape:
+        if found is not None and found != shape:
             report.add(ERROR, where(name), f"shape {found}, {config_file} expects {shape}")
-    for name in sorted(set(stored) - set(expected.allowed)):
-        report.add(ERROR, where(name), f"unexpected for {expected.model_type} per {config_file}")
+    unexpected = [where(name) for name in sorted(set(stored) - set(expected.allowed))]
+    _name_or_count(
+        report,
+        config_file,
+        unexpected,
+        f"unexpected for {model} per {config_file}",
+        f"weights are unexpected for {model} per it",
+    )
     if report.deep and expected.tie_word_embeddings:
         _check_tied_head(paths, reader, weights, report, config_file)
+
+
+# Weights a config finds missing or unexpected: named one a line up to this many, else
+# counted on one line naming this many (a config of another size misses thousands)
+_SHOWN_NAMES = 3
+
+
+def _name_or_count(
+    report: ValidationReport, config_file: Path, names: list[str], each: str, counted: str
+) -> None:
+    """One error per name in `names` (each `[stored key]`) saying `each`, or, past
+    _SHOWN_NAMES, one error at `config_file`: `N <counted>: ` and the first few names."""
+    if len(names) <= _SHOWN_NAMES:
+        for name in names:
+            report.add(ERROR, name, each)
+        return
+    report.add(ERROR, config_file, f"{len(names)} {counted}: {first_of(names, _SHOWN_NAMES)}")
+
+
+def _check_layer_count(
+    report: ValidationReport, config_file: Path, root: str | os.PathLike, weights: dict[str, str]
+) -> None:
+    """A config naming more layers than the checkpoint holds weights for is said as that one
+    fact, first, as export-hf refuses it (`layers_beyond_checkpoint`): the weights it
+    finds missing follow from it."""
+    from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint, read_config_json
+
+    layers = read_config_json(config_file, root)[1].get("num_hidden_layers")
+    found = layers_beyond_checkpoint(layers, weights)
+    if found is not None:
+        report.add(ERROR, config_file, found)
 
 
 def _check_tied_head(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check import value_head
@@ -16,6 +18,7 @@ from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
+from mfsdp_ckpt.format.dir_entries import children, is_file
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.optimizer_states import HeldStates
@@ -61,7 +64,9 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     try:
         value = reader.read_object(entry.name)
     except (CheckpointFormatError, CheckpointFileError):
-        described["not_decoded"] = "holds types the restricted reader refuses"
+        from mfsdp_ckpt.check.object_pickles import refused_decode_note
+
+        described["not_decoded"] = refused_decode_note(reader, entry)
         return described
     described["kind"] = type(value).__name__
     if isinstance(value, _SCALARS):
@@ -224,6 +229,24 @@ def records_unread(described: object) -> bool:
     return False
 
 
+# verl's dataloader state beside a step's checkpoint: RL's ray_trainer saves `data.pt`, SFT
+# one `data_<rank>.pt` per rank (mfsdp_ckpt/format/layout.py); a torch.save, never read here
+_VERL_DATALOADER_RE = re.compile(r"^data(_[0-9]+)?\.pt$")
+_VERL_KINDS = (layout.VERL_RL_V1, layout.VERL_RL_V2, layout.VERL_SFT, layout.VERL_SFT_V2)
+
+
+def verl_dataloader_state(paths: layout.CheckpointPaths) -> list[Path]:
+    """The files of verl's dataloader state in a verl step dir, sorted: a verl resume reads
+    them to go on with the same batches, mfsdp does not. `contents` named the checkpoint's
+    DCP entries alone, and a user deciding whether a run resumes exactly saw no word of
+    them. Empty for other layouts, whose files of that name are not verl's."""
+    step = paths.step_dir
+    if paths.kind not in _VERL_KINDS or step is None:
+        return []
+    names = [name for name in children(step) if _VERL_DATALOADER_RE.match(name)]
+    return [step / name for name in names if is_file(step / name)]
+
+
 @describes_checkpoint(records_unread)  # a step keep_last removes meanwhile is said to be so
 def describe_checkpoint(
     path: str | os.PathLike,
@@ -280,6 +303,9 @@ def describe_checkpoint(
             for index, entry in enumerate(entries)
         ]
     groups = Counter(entry["name"].split(".", 1)[0] for entry in tensors)
+    # a group of non-tensor entries alone (verl's lr_scheduler, Megatron-LM's
+    # opt_param_scheduler and iteration) is held as much as one of tensors
+    held = sorted({*groups, *(entry["name"].split(".", 1)[0] for entry in objects)})
     return {
         "checkpoint": str(paths.dist_ckpt),
         "optimizer_checkpoint": None if paths.optimizer_dcp is None else str(paths.optimizer_dcp),
@@ -296,7 +322,8 @@ def describe_checkpoint(
         "role": paths.role,
         "roles": list(paths.roles),
         "note": paths.note,
-        "contents": manifest.contents if manifest else sorted(groups),
+        "contents": manifest.contents if manifest else held,
+        "dataloader_state": [str(path) for path in verl_dataloader_state(paths)],
         "world_size": manifest.world_size if manifest else None,
         "strategy": manifest.strategy if manifest else None,
         "model_family": manifest.model_family if manifest else None,
@@ -331,6 +358,12 @@ def format_description(description: dict) -> str:
         *(f"            {printable(problem)}" for problem in description.get("step_problems", [])),
         f"contents    {printable(', '.join(description['contents']))}",
     ]
+    if loader := description.get("dataloader_state"):
+        files = ", ".join(os.path.basename(path) for path in loader)
+        lines.append(
+            f"dataloader  {printable(files)} in {printable(os.path.dirname(loader[0]))}: verl's"
+            " dataloader state, which mfsdp does not read"
+        )
     lines.append(
         f"layout      {description['layout']}"
         + (

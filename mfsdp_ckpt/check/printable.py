@@ -5,7 +5,7 @@ crafted. Printed raw, an ANSI escape recolours or clears the terminal, a newline
 line of its own (`valid: ...` under an INVALID verdict), a bidi override reorders what the
 reader sees, and a 200,000-character name fills the screen (or a log) with one line.
 `printable` writes every such character as a Python-style escape and caps the length;
-`--json` output needs none of this (json.dumps escapes control characters itself).
+`--json` output needs only the cap (`cut_to`: json.dumps escapes control characters itself).
 
 `error_line` is the one way an exception becomes part of such a line: a library's message
 may be a page (a traceback, a whole config) or megabytes on its first line, and `said_by` the
@@ -28,15 +28,23 @@ def _escape(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
+def cut_to(text: str, limit: int = MAX_PRINTED_CHARS) -> str:
+    """`text` cut to `limit` characters: its start and end, with a note of how many were left
+    out between them (a path leads an error line and the reason closes it). The one length
+    rule of every message, printed (`printable`) or in --json output, so the two outputs of
+    one command say the same."""
+    cut = max(0, len(text) - limit)
+    if not cut:
+        return text
+    return f"{text[: limit // 2]}…(+{cut} chars)…{text[len(text) - (limit - limit // 2) :]}"
+
+
 def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
     """`text` with every character str.isprintable() rejects (controls, escapes, line and paragraph
     separators, bidi and other format characters, unassigned code points) written as `\\x1b`,
     `\\u202e`, ..., cut to `limit` characters (its start and end, with a note of how many were left
     out between them)."""
-    text = str(text)
-    cut = max(0, len(text) - limit)
-    if cut:  # keep both ends: a path leads an error line and the reason closes it
-        text = f"{text[: limit // 2]}…(+{cut} chars)…{text[len(text) - (limit - limit // 2) :]}"
+    text = cut_to(str(text), limit)
     if not text.isprintable():
         text = "".join(c if c.isprintable() else _escape(c) for c in text)
     return text
@@ -94,6 +102,7 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_PRINTED_CHARS",
     "STR_FAILED",
+    "cut_to",
     "error_line",
     "first_of",
     "printable",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.check.printable import cut_to, printable
 from mfsdp_ckpt.format.optimizer_states import HeldStates
 
 ERROR, WARNING = "error", "warning"
@@ -107,6 +107,9 @@ class ValidationReport:
         """The JSON object; `checkpoint` names what the verdict is about: the run dir where
         its tracker alone failed, with the step read in its place in `note`."""
         data = asdict(self)
+        for finding in data["findings"]:  # cut as each stderr line is (`cut_to`), not escaped
+            for key in ("where", "message"):
+                finding[key] = cut_to(finding[key])
         data["valid"] = self.ok(strict)
         failed = self.failed_run(strict)
         if failed is not None:

@@ -212,7 +212,7 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
     import io
     import zipfile
 
-    lost = _files_not_readable(reader)
+    lost = files_not_readable(reader)
     unread: dict[str, list[str]] = {}
     for name, entry in sorted(reader.objects.items()):
         where = f"[{name}]"
@@ -261,7 +261,7 @@ def check_values(
     for (the optimizer's value checks of a checkpoint without a manifest): on a checkpoint
     of hundreds of gigabytes a second read of any tensor costs as much as the first."""
     entries = list(reader.tensors.values())
-    lost = _files_not_readable(reader)
+    lost = files_not_readable(reader)
     unread: dict[str, list[str]] = {}  # a data file reported lost -> the tensors in it
     for done, entry in enumerate(entries, 1):
         where = f"[{entry.name}]"
@@ -287,7 +287,7 @@ def check_values(
     _report_unread(unread, lost, report)
 
 
-def _files_not_readable(reader: CheckpointReader) -> dict[str, str]:
+def files_not_readable(reader: CheckpointReader) -> dict[str, str]:
     """The data files the metadata names that are absent, empty where bytes are stored in
     them (cut to 0 bytes), or cannot be read (a permission denied), each with which: the
     file checks report each once, so the deep reads skip what lies in them (one line per

@@ -4,7 +4,8 @@ Each check appends `Finding`s naming the file or tensor and what is wrong; nothi
 raises for a bad checkpoint (a missing path is the caller's usage error), only for one
 removed while it was read (`CheckpointRemovedError`: its findings would say nothing of
 it). The cheap checks (metadata, files, chunk coverage, optimizer/model/config agreement,
-tracker) always run (bytes shared between entries, but for a tied head's alias, are
+tracker, and each non-tensor entry's pickle for code torch's own DCP load would run:
+`object_pickles`) always run (bytes shared between entries, but for a tied head's alias, are
 refused as the metadata is read: `shared_bytes`); `deep=True` adds each file's digest
 against the manifest (the algorithm its record names: xxh3_128, or sha256 in older
 manifests) and reading every tensor (NaN/Inf counts).
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.asset_checks import check_export_assets
 from mfsdp_ckpt.check.config_checks import check_against_config
+from mfsdp_ckpt.check.object_pickles import check_object_pickles
 from mfsdp_ckpt.check.optimizer_checks import (
     check_optimizer,
     check_optimizer_dcp,
@@ -35,7 +37,7 @@ from mfsdp_ckpt.check.removed_while_read import (
     refuse_if_moved_on,
     refuse_if_removed,
 )
-from mfsdp_ckpt.check.report import ERROR, Progress, ValidationReport
+from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
 from mfsdp_ckpt.check.step_dir_name import misnamed_step
 from mfsdp_ckpt.check.storage_checks import (
     HASH_MISMATCH,
@@ -46,6 +48,7 @@ from mfsdp_ckpt.check.storage_checks import (
     check_objects,
     check_storage_entries,
     check_values,
+    files_not_readable,
 )
 from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
@@ -145,6 +148,7 @@ def _run_checks(
     except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
         report.add(ERROR, paths.dist_ckpt / layout.DCP_METADATA_FILE, str(err).split(": ", 1)[-1])
         return report
+    _check_metadata_tail(paths, reader, report)
     roots = _state_roots(paths, reader)
     report.tensors = len(reader.tensors)
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
@@ -157,6 +161,8 @@ def _run_checks(
     _check_trainer_step(paths, reader, manifest, report)
     optimizer = check_optimizer_dcp(paths, report)
     record = optimizer_record(paths, reader, roots, manifest, hf_config)
+    for each in [reader] if optimizer is None else [reader, optimizer]:
+        check_object_pickles(each, report, files_not_readable(each))
     tables = reader if optimizer is None else joint_tables(reader, optimizer)
     state_roots = roots if optimizer is None else state_keys.state_roots(tables.tensors)
     check_optimizer(tables, state_roots, report, record)
@@ -182,6 +188,22 @@ def _run_checks(
             check_objects(each, report)
             done += len(each.tensors)
     return report
+
+
+def _check_metadata_tail(
+    paths: layout.CheckpointPaths, reader: CheckpointReader, report: ValidationReport
+) -> None:
+    """Bytes after the .metadata pickle's STOP: DCP never writes them and torch's reader
+    never reads them (nor does this one), so they change nothing a load sees; but a file
+    that is not what DCP wrote is worth a line."""
+    after = reader.bytes_after_metadata
+    if after:
+        report.add(
+            WARNING,
+            paths.dist_ckpt / layout.DCP_METADATA_FILE,
+            f"{after:,} bytes after the metadata pickle (DCP writes none; torch's reader, and"
+            " this one, stop at the pickle's end)",
+        )
 
 
 def _shifted(progress: Progress | None, done: int, total: int) -> Progress | None:

@@ -8,25 +8,29 @@ fitted to the checkpoint's), so planning and writing are one step here; the driv
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_options import ExportOptions
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
 from mfsdp_ckpt.convert.export_prepare import PreparedSource
 from mfsdp_ckpt.convert.export_scheduler import run_tasks
-from mfsdp_ckpt.convert.export_source import ExportSource, load_copied_config
+from mfsdp_ckpt.convert.export_source import (
+    JsonConfig,
+    config_json_location,
+    load_copied_config,
+)
 from mfsdp_ckpt.convert.export_stream import (
     PieceBuffers,
     is_streamable,
     nonfinite_error,
     stream_tensor,
 )
-from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, read_config_json
+from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint, read_config_json
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
@@ -38,20 +42,27 @@ from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensor_memory import tensor_memory
 
-# How many more layers config.json may name than the checkpoint's names hold; a few more
-# get the "checkpoint lacks weights" message that names one, many more are refused early.
-LAYER_TOLERANCE = 8
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
-_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-
-
-def _layer_cap(source: ExportSource) -> int:
-    """The most layers config.json may claim for this checkpoint: the layer indices its
-    weight names hold plus a tolerance, and never above hf_config.MAX_LAYERS."""
-    found = (_LAYER_INDEX.search(name) for name in source.reader.tensors)
-    indices = {int(match.group(1)) for match in found if match}
-    return min(MAX_LAYERS, len(indices) + LAYER_TOLERANCE)
+def _refuse_layers_beyond(
+    prepared: PreparedSource, config: JsonConfig | PretrainedConfig, options: ExportOptions
+) -> None:
+    """A config naming more layers than the checkpoint holds weights for is another model's
+    config: refused as that one fact, by the documented rule for a contradiction (exit 2
+    for --hf-config's, exit 1 for the checkpoint's own), however many layers it adds.
+    hf_config.MAX_LAYERS stays the one limit of the tool's (check_geometry says it)."""
+    names = prepared.source.reader.tensors
+    found = layers_beyond_checkpoint(getattr(config, "num_hidden_layers", None), names)
+    if found is None:
+        return
+    where = config_json_location(prepared.asset_location)
+    if options.hf_config is not None:
+        raise ExportUsageError(
+            f"--hf-config {where}: {found}; pass the config of the model this checkpoint holds"
+        )
+    raise ExportError(f"{where}: {found}")
 
 
 def _check_backed(plan: ExportPlan) -> None:
@@ -125,7 +136,8 @@ def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> Export
     guessed), checked to be backed by the checkpoint's bytes before the writer checks there
     is room for them. --lora-alpha with no adapter to merge is refused (exit 2)."""
     source = prepared.source
-    config = load_copied_config(tmp / HF_CONFIG_FILE, prepared.asset_location, _layer_cap(source))
+    config = load_copied_config(tmp / HF_CONFIG_FILE, prepared.asset_location)
+    _refuse_layers_beyond(prepared, config, options)
     plan = plan_export(
         source,
         config,

@@ -11,12 +11,14 @@ import contextlib
 import copy
 import logging
 import os
+import re
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.asset_rewrites import code_map_words
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
@@ -268,6 +270,38 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
         raise HFConfigError(
             f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}"
         )
+
+
+# A decoder layer's index in a weight name, as transformers (`model.layers.3.`) and
+# Megatron-core (`decoder.layers.3.`) number them
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def stored_layers(names: Iterable[str]) -> list[int]:
+    """The decoder layer indices weight names hold, sorted."""
+    found = (_LAYER_INDEX.search(name) for name in names)
+    return sorted({int(match.group(1)) for match in found if match})
+
+
+def layers_beyond_checkpoint(layers: object, names: Iterable[str]) -> str | None:
+    """What is wrong when config.json's `num_hidden_layers` names layers past the last one
+    the checkpoint holds any weight of (`names`): the config is another model's, whatever
+    the size of the difference, so it is said as that one fact (the layer counts of
+    both), never as a list of the missing weights or as a limit of the tool's. None when
+    the count fits, is no count (check_geometry names that) or no name is numbered by
+    layer."""
+    held = stored_layers(names)
+    if not held or isinstance(layers, bool) or not isinstance(layers, int):
+        return None
+    if layers <= held[-1] + 1:
+        return None
+    contiguous = held == list(range(len(held)))
+    which = f"0-{held[-1]}" if contiguous and len(held) > 1 else first_of(held, 4)
+    plural = "s" if len(held) > 1 else ""
+    return (
+        f"num_hidden_layers={layers}, but the checkpoint holds weights for layer{plural}"
+        f" {which} only ({len(held)} layer{plural})"
+    )
 
 
 def load_hf_config(

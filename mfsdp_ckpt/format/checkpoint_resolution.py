@@ -29,7 +29,6 @@ from mfsdp_ckpt.format.foreign_formats import (
 )
 from mfsdp_ckpt.format.layout import (
     BRIDGE_TRACKER_FILE,
-    DCP_METADATA_FILE,
     DEFAULT_ROLE,
     DIST_CKPT_DIR,
     HF_ASSETS_DIR,
@@ -50,6 +49,7 @@ from mfsdp_ckpt.format.layout import (
     CheckpointPaths,
     DamagedRunDirError,
     IncompleteCheckpointError,
+    is_megatron_step_name,
     iter_step,
     looks_like_hf_model,
     noted,
@@ -68,6 +68,7 @@ from mfsdp_ckpt.format.run_steps import (
     is_ours,
     list_complete_steps,
     manifest_damage,
+    marked_unfinished,
     natural_order,
     newest_of,
     read_bridge_tracker,
@@ -75,6 +76,8 @@ from mfsdp_ckpt.format.run_steps import (
     resume_step,
     step_dirs,
     steps_here,
+    unfinished_save,
+    unfinished_saves,
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
 
@@ -360,19 +363,41 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
         try:
             paths = resolve_checkpoint(target, role=role, _depth=1)
         except IncompleteCheckpointError as err:
-            others = newest_of(sorted((n for n in steps if steps[n] != target), key=natural_order))
+            others = newest_of(
+                marked_unfinished(
+                    run, sorted((n for n in steps if steps[n] != target), key=natural_order)
+                )
+            )
             raise IncompleteCheckpointError(
                 f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
         return noted(paths, _newer_than_tracked(run, tracked, steps, tracker), run_dir=run)
     if len(steps) > 1:
-        shown = newest_of(sorted(steps, key=natural_order))
-        raise CheckpointPathError(
-            f"{run}: {len(steps)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
-        )
+        _refuse_choosing(run, sorted(steps, key=natural_order))
     (only,) = steps.values()
     return _with(resolve_checkpoint(only, role=role, _depth=1), run_dir=run)
+
+
+def _refuse_choosing(run: Path, names: list[str]) -> None:
+    """Several step dirs and no tracker: the complete ones are offered to choose from, and
+    those whose save did not finish are named as such, not offered (given, one is refused).
+    With none complete there is nothing to choose: a damaged run (exit 1)."""
+    unfinished = unfinished_saves(run, names)
+    complete = [name for name in names if name not in unfinished]
+    did_not_finish = (
+        f"{newest_of([n for n in names if n in unfinished])}"
+        f" {'is a save' if len(unfinished) == 1 else 'are saves'} that did not finish"
+    )
+    if not complete:
+        raise IncompleteCheckpointError(
+            f"{run}: {len(names)} step dirs and no {TRACKER_FILE}, and none is complete"
+            f" ({did_not_finish})"
+        )
+    shown = newest_of(complete) + (f"; {did_not_finish}" if unfinished else "")
+    raise CheckpointPathError(
+        f"{run}: {len(names)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
+    )
 
 
 def _newer_than_tracked(
@@ -388,7 +413,7 @@ def _newer_than_tracked(
     if not newer:
         return None
     step, name = newer[-1]
-    unfinished = _unfinished_save(steps[name])
+    unfinished = unfinished_save(steps[name])
     if unfinished is not None:
         return (
             f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer and"
@@ -399,23 +424,6 @@ def _newer_than_tracked(
         f" (an async save does not update the tracker); reading step {int(tracked)}: give"
         f" {run / name} to read the newer one"
     )
-
-
-def _unfinished_save(step: Path) -> str | None:
-    """What a step dir lacks that its save writes last, in words, or None when it has it:
-    verl v2's manager writes ckpt_contents.json after every piece (model/ under a role dir,
-    or under the step for SFT), and DCP writes `.metadata` last, into Megatron's iter_N/
-    itself or verl's dist_ckpt/ (under the step, a role, or a role's model/)."""
-    holders = [step, *(step / role for role in ROLES)]
-    if any(
-        is_dir(holder / VERL_MODEL_DIR) and not os.path.lexists(holder / VERL_CONTENTS_FILE)
-        for holder in holders
-    ):
-        return f"{VERL_CONTENTS_FILE}, which verl writes last"
-    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
-    if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
-        return f"{DCP_METADATA_FILE}, which a save writes last"
-    return None
 
 
 def _tracked_step_dir(
@@ -437,11 +445,23 @@ def _tracked_step_dir(
     what = (
         f"{not_dirs[0]} is not a directory"
         if not_dirs
-        else (f"{' / '.join(c + '/' for c in candidates)} is missing")
+        else f"{' / '.join(c + '/' for c in _own_names(candidates, steps))} is missing"
     )
     raise DamagedRunDirError(
         f"{run / tracker}: names step {tracked!r}, but {what}{steps_here(run)}"
     )
+
+
+def _own_names(candidates: list[str], steps: dict[str, Path]) -> list[str]:
+    """Of the names a tracked step may have (`global_step_N`, Megatron's `iter_N`), those
+    of the layouts whose step dirs are here: a verl run's missing step is its
+    `global_step_N/`, not "global_step_N/ / iter_N/"."""
+    own = [
+        name
+        for name in candidates
+        if any(is_megatron_step_name(n) == is_megatron_step_name(name) for n in steps)
+    ]
+    return own or candidates
 
 
 def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:

@@ -6,7 +6,9 @@ unpickler admits only the handful of classes DCP itself writes and refuses every
 global by name. Callables are never admitted, except `torch.Size` (a tuple of ints) and
 torch's layout lookup, which is wrapped so it can only return a layout. The unpickler is
 `restricted_pickle`'s: fresh objects only (nothing admitted can be mutated), a memory
-budget that grows with the file, and a file of at most MAX_METADATA_BYTES. The three
+budget that grows with the pickle's own bytes (reading stops at its STOP, as torch's does:
+bytes after it are counted, `load_plain_metadata_file`, never read or charged), and a
+file of at most MAX_METADATA_BYTES. The three
 parts of that one job:
 
 * plain stand-ins for the classes DCP pickles (`Metadata`, `TensorStorageMetadata`, ...).
@@ -45,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -53,11 +56,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from mfsdp_ckpt.errors import UnsafeMetadataError
 from mfsdp_ckpt.format import dtypes
-from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, RestrictedUnpickler
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
@@ -412,8 +415,9 @@ def check_schema(metadata: Any, allowed: dict[tuple[str, str], object], size: in
 
 # A .metadata takes ~135-150 bytes per chunk (scripts/pickle_budget.py): a 405B model with
 # Adam saved on 1024 ranks is ~3.5M chunks, ~525 MB. 1 GiB leaves room for twice that; a
-# larger (or sparse) file is refused before it is read. Reading it holds the file and at most
-# restricted_pickle's budget for it (BUDGET_PER_BYTE per byte).
+# larger (or sparse) file is refused before it is read. Reading it holds at most
+# restricted_pickle's budget for its pickle (BUDGET_PER_BYTE per byte), and the pickle's bytes
+# when they are given as bytes (`load_plain_metadata_file` and `load_metadata` stream them).
 MAX_METADATA_BYTES = 1 << 30
 
 _DCP_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
@@ -539,17 +543,27 @@ def _records(allowed: dict[tuple[str, str], object]) -> tuple[type, ...]:
     return tuple(v for v in allowed.values() if isinstance(v, type) and dataclasses.is_dataclass(v))
 
 
-def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) -> Any:
-    """The Metadata object in `data`, built from `allowed` only (see restricted_pickle) and
-    checked against the schema; `source` names the file in errors."""
+def _unpickle(
+    data: bytes | BinaryIO,
+    source: str,
+    allowed: dict[tuple[str, str], object],
+    size: int | None = None,
+) -> tuple[Any, int]:
+    """The Metadata object in `data` (bytes, or a file of `size` bytes), built from
+    `allowed` only (see restricted_pickle) and checked against the schema, and the bytes
+    its pickle took: reading stops at the pickle's STOP as torch's does, and its budget and
+    expansion limits follow the pickle's own size, so bytes after it buy nothing. `source`
+    names the file in errors."""
+    size = len(data) if isinstance(data, (bytes, bytearray)) else size
     callback = _read_progress.get()
     progress = (
         functools.partial(callback, source)
-        if callback is not None and len(data) >= PROGRESS_FROM_BYTES
+        if callback is not None and (size or 0) >= PROGRESS_FROM_BYTES
         else None
     )
     try:
-        result = restricted_loads(data, allowed, _records(allowed), progress=progress)
+        reader = RestrictedUnpickler(data, allowed, _records(allowed), progress=progress, size=size)
+        result = reader.load()
     except (PickleRefused, UnsafeMetadataError) as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
@@ -564,26 +578,42 @@ def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) 
     if not isinstance(result, metadata_class):
         raise UnsafeMetadataError(f"{source}: holds a {type(result).__name__}, not DCP Metadata")
     try:
-        check_schema(result, allowed, len(data))
+        check_schema(result, allowed, reader.consumed)
     except UnsafeMetadataError as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
-    return result
+    return result, reader.consumed
 
 
 def load_plain_metadata_bytes(data: bytes, source: str = "<bytes>") -> Metadata:
     """DCP metadata as the plain stand-ins above (no DCP import); for reading, not `dcp.load`."""
-    return _unpickle(data, source, _plain_classes())
+    return _unpickle(data, source, _plain_classes())[0]
+
+
+def load_plain_metadata_file(file: BinaryIO, size: int, source: str) -> tuple[Metadata, int]:
+    """`load_plain_metadata_bytes` of a file of `size` bytes, read from its start up to the
+    pickle's STOP and no further, and the bytes after it (counted, never read or held: not
+    a field of the Metadata, which a writer pickles as DCP's own)."""
+    metadata, consumed = _unpickle(file, source, _plain_classes(), size)
+    return metadata, size - consumed
 
 
 def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> DcpMetadata:
     """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in
     errors."""
-    return _unpickle(data, source, _dcp_classes())
+    return _unpickle(data, source, _dcp_classes())[0]
+
+
+# Bytes read from a .metadata file at a time: the unpickler reads an opcode at a time.
+READ_BUFFER_BYTES = 1 << 20
 
 
 def load_metadata(path: str | Path) -> DcpMetadata:
     """Read a `.metadata` file safely (see module docstring) into DCP's own `Metadata`:
-    a regular file inside its own directory, at most MAX_METADATA_BYTES, read once."""
+    a regular file inside its own directory, at most MAX_METADATA_BYTES, read once up to
+    its pickle's STOP, as torch's reader does (what follows is never read)."""
     path = Path(path)
-    data = safe_files.read_bytes(path, MAX_METADATA_BYTES, root=path.parent)
-    return load_metadata_bytes(data, source=str(path))
+    fd = safe_files.open_regular(path, root=path.parent)
+    with open(fd, "rb", buffering=READ_BUFFER_BYTES) as file:
+        size = os.fstat(fd).st_size
+        safe_files.check_size(path, size, MAX_METADATA_BYTES)
+        return _unpickle(file, str(path), _dcp_classes(), size)[0]

@@ -56,8 +56,7 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
         raise ForeignFormatError(
             f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
             f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
-            " Megatron-Bridge read it, and verl's `python -m verl.model_merger merge --backend"
-            " megatron` converts it to Hugging Face (mfsdp reads --ckpt-format fsdp_dtensor)"
+            f" Megatron-Bridge read it, and {_torch_dist_converter(directory)}"
         )
     rank_shards = sorted(n for n in names if hf_trainer.RANK_SHARD_RE.match(n))
     if rank_shards:
@@ -92,6 +91,27 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
+
+
+def _torch_dist_converter(dcp: Path) -> str:
+    """What converts the torch_dist save `dcp` into something mfsdp reads, in words. verl's
+    model merger takes a verl role dir (or SFT step, or v2 model/ dir) as --local_dir: it
+    reads `dist_ckpt/` and the Hugging Face config verl saved beside it, and drops the
+    output layer only when told the embeddings are tied. Megatron-LM's own iter_N/ has no
+    such config, so the merger cannot read it: Megatron-LM's checkpoint inspector rewrites
+    it in the fsdp_dtensor format (`--swiglu` for a SwiGLU MLP, whose fc1 it splits)."""
+    local_dir = dcp.parent
+    if dcp.name == DIST_CKPT_DIR and is_dir(local_dir / HF_ASSETS_DIR):
+        return (
+            "verl's `python -m verl.model_merger merge --backend megatron --local_dir"
+            f" {local_dir} --target_dir OUT` converts it to Hugging Face (add"
+            " --tie-word-embedding for a model whose embeddings are tied)"
+        )
+    return (
+        "Megatron-LM's `torchrun tools/checkpoint/checkpoint_inspector.py"
+        f" convert-torch-dist-to-fsdp-dtensor {dcp} OUT` (with --swiglu for a SwiGLU MLP)"
+        " rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads"
+    )
 
 
 def _verl_peft_reader(dcp: Path) -> str | None:

@@ -94,7 +94,8 @@ class Manifest:
         files: dict[str, FileRecord] = {}
         for name, record in need("files", dict).items():
             try:
-                check_relative_name(name)
+                if _may_leave(name):
+                    check_relative_name(name)
             except CheckpointFileError as err:
                 raise ManifestError(f"{source}: {err}") from None
             try:
@@ -131,6 +132,13 @@ class Manifest:
             format_version=version,
             **extras,
         )
+
+
+def _may_leave(name: str) -> bool:
+    """Whether `check_relative_name` could refuse `name`: every name it refuses is empty,
+    absolute, or holds `..` or NUL. A string test first, as a manifest may list 800,000
+    names (64 MiB), and parsing each into a Path was half the 32 s `inspect` took on one."""
+    return not name or name.startswith("/") or ".." in name or "\x00" in name
 
 
 def _check_lora_fields(fields: dict[str, Any], source: str) -> None:

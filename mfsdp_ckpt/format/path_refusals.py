@@ -223,13 +223,19 @@ def _run_without_steps(given: Path) -> str | None:
     its config.yaml or metrics.jsonl (written as it starts), or, empty still, by its lock
     held (`mfsdp data` holds one on a dir it fills with sft/ and rl/ at once). The lock
     file, beside the dir, is not opened: the kernel's list of locks says who holds it."""
-    marked = is_file(given / RUN_CONFIG_FILE) or is_file(given / RUN_METRICS_FILE)
+    marked = holds_run_records(given)
     pid = lock_holder(given)
     if not marked and (pid is None or children(given)):
         return None
     if pid is None:
         return ""
     return f" (pid {pid} is training it now)" if pid else " (a process is training it now)"
+
+
+def holds_run_records(run: Path) -> bool:
+    """`run` holds the config.yaml or metrics.jsonl an mfsdp training run writes as it
+    starts: a dir of ours, whatever its step dirs look like."""
+    return is_file(run / RUN_CONFIG_FILE) or is_file(run / RUN_METRICS_FILE)
 
 
 def _inside_a_checkpoint(given: Path) -> str:

@@ -39,7 +39,7 @@ import pickle
 import pickletools
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
@@ -121,7 +121,7 @@ def memory_budget(size: int) -> int:
 
 def _over_budget(budget: int, size: int) -> str:
     limit = f"{budget >> 20:,} MiB" if budget >= 1 << 20 else f"{budget >> 10:,} KiB"
-    return f"the pickle would retain more than {limit}, the limit for a file of {size:,} bytes"
+    return f"the pickle would retain more than {limit}, the limit for a pickle of {size:,} bytes"
 
 
 _SCALARS = (str, int, float, bool, bytes, type(None))
@@ -260,14 +260,20 @@ def _check_table(allowed: dict[tuple[str, str], object]) -> None:
 
 class RestrictedUnpickler(pickle._Unpickler):
     """Unpickles `data` into fresh objects built only from `allowed`, retaining at most
-    `budget` bytes (default: `memory_budget(len(data))`).
+    `budget` bytes; by default `memory_budget` of the bytes read so far, checked as it
+    reads, so that bytes after the pickle's STOP (which no unpickler reads) buy it nothing.
+
+    `data` is bytes, or a binary file of `size` bytes read from its start: then only the
+    pickle's own bytes are read, whatever follows its STOP never (`consumed`: where it
+    ended), and no opcode's declared length makes a read larger than what the file has.
 
     `allowed` maps (module, name) to what that global resolves to. `records` are the
     classes whose instances the pickle may create and fill (BUILD) once each.
     `persistent_load`, when given, resolves persistent ids (torch.save's storages).
     `progress`, when given, gets (bytes read, size) at the start, every PROGRESS_EVERY
     bytes of budget charged and at the end: a pickle of millions of entries takes minutes.
-    After `load`, `charged` is what the pickle was charged (the part of the budget it used).
+    After `load`, `charged` is what the pickle was charged (the part of the budget it used)
+    and `budget` the limit it was held to.
     """
 
     dispatch: ClassVar[dict[int, Callable]] = {}
@@ -279,7 +285,7 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | BinaryIO,
         allowed: dict[tuple[str, str], object],
         records: tuple[type, ...],
         *,
@@ -287,17 +293,24 @@ class RestrictedUnpickler(pickle._Unpickler):
         persistent_load: Callable[[Any], Any] | None = None,
         placeholders: PlaceholderPolicy | None = None,
         progress: Progress | None = None,
+        size: int | None = None,
     ):
-        self._stream = io.BytesIO(data)
+        if isinstance(data, (bytes, bytearray)):
+            self._stream: Any = io.BytesIO(data)
+            self.size = len(data)
+        elif size is None:
+            raise TypeError("a file to unpickle needs its size")
+        else:
+            self._stream, self.size = data, size
         self._progress = progress
         super().__init__(self._stream)
         _check_table(allowed)
         if placeholders is not None:
             records = (*records, PlaceholderCall)
         self.allowed, self.records = allowed, records
-        self.size = len(data)
-        self.budget = memory_budget(self.size) if budget is None else budget
-        self.charged = 0
+        self._grows = budget is None  # with the bytes read: see _allowance
+        self.budget = memory_budget(0) if budget is None else budget
+        self.charged = self.consumed = 0
         self._placeholders = placeholders
         self._admitted: dict[int, Any] = {id(v): v for v in allowed.values()}
         # id -> a record this pickle created and has not BUILT yet (kept alive: ids stay unique)
@@ -329,12 +342,14 @@ class RestrictedUnpickler(pickle._Unpickler):
         lookup and one call. A handler whose opcode retains more than its table cost (per
         item it stores or argument it passes) returns the excess, charged before the next."""
         stream = self._stream
-        self.read, self.readline, self.readinto = stream.read, stream.readline, stream.readinto
+        self.read = stream.read if isinstance(stream, io.BytesIO) else self._read_file
+        self.readline, self.readinto = stream.readline, stream.readinto
         self.metastack: list[list[Any]] = []
         self.stack, self.proto, self.memo = [], 0, []
         self.append = self.stack.append
         read, dispatch, cost = stream.read, self.dispatch, OPCODE_COST
-        left = self.budget - TEXT_PER_BYTE * self.size
+        seen = 0 if self._grows else self.size  # the bytes `left` was last worked out for
+        left = self._allowance(seen)
         # `left` below `floor`: over budget (floor 0), or time for a progress report
         floor = 0 if self._progress is None else self._report(left)
         try:
@@ -345,18 +360,50 @@ class RestrictedUnpickler(pickle._Unpickler):
                 code = key[0]
                 left -= cost[code]
                 if left < floor:
+                    if left < 0 and self._grows:
+                        left, seen = (
+                            left + self._allowance(now := stream.tell()) - self._allowance(seen),
+                            now,
+                        )
                     if left < 0:
-                        raise PickleRefused(_over_budget(self.budget, self.size))
-                    floor = self._report(left)
+                        raise PickleRefused(_over_budget(self._limit(seen), seen))
+                    if self._progress is not None and left < floor:
+                        floor = self._report(left)
                 excess = dispatch[code](self)
                 if excess:
                     left -= excess
         except pickle._Stop as stop:  # type: ignore[attr-defined]
+            self.consumed = stream.tell()
+            if self._grows:
+                left, seen = (
+                    left + self._allowance(self.consumed) - self._allowance(seen),
+                    self.consumed,
+                )
+                if left < 0:  # its characters' share, set aside as they were read, tipped it
+                    raise PickleRefused(_over_budget(self._limit(seen), seen)) from None
             if self._progress is not None:
                 self._progress(self.size, self.size)
             return stop.value
         finally:
+            self.budget = self._limit(seen)
             self.charged = self.budget - left
+
+    def _read_file(self, count: int) -> bytes:
+        """An opcode's argument bytes from a file: a BytesIO returns what it has, but a
+        file's read allocates the length asked for first (BINUNICODE8 may declare 2**62)."""
+        if count > 1 << 16:
+            count = min(count, max(0, self.size - self._stream.tell()))
+        return self._stream.read(count)
+
+    def _limit(self, read: int) -> int:
+        """The budget once `read` bytes of the pickle are read."""
+        return memory_budget(read) if self._grows else self.budget
+
+    def _allowance(self, read: int) -> int:
+        """What the opcodes of the first `read` bytes may be charged: the budget less what
+        those bytes' own characters may take (TEXT_PER_BYTE each); without a given budget
+        it is worked out again, for the bytes read by then, each time it runs out."""
+        return self._limit(read) - TEXT_PER_BYTE * read
 
     def _report(self, left: int) -> int:
         """Report the bytes read so far; the budget left at which to report next."""
@@ -629,8 +676,8 @@ def restricted_loads(
     progress: Progress | None = None,
 ) -> Any:
     """The object in `data`, or PickleRefused (policy, budget) / another exception (damaged
-    bytes). `budget`: the bytes it may retain, `memory_budget(len(data))` unless given;
-    `progress` as RestrictedUnpickler's."""
+    bytes). `budget`: the bytes it may retain, `memory_budget` of the bytes read so far
+    unless given; `progress` as RestrictedUnpickler's."""
     return RestrictedUnpickler(
         data,
         allowed,
@@ -682,11 +729,147 @@ _PUTS = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
 _MEMO_INDEXED = _PUTS | {"GET", "BINGET", "LONG_BINGET"}
 
 
+# ------------------------------------------------------------------ what a pickle would call
+@dataclasses.dataclass(frozen=True)
+class GlobalUse:
+    """One global a pickle names, and what a stock unpickler (pickle.load, torch.load with
+    weights_only=False) does with it: `called` (REDUCE, NEWOBJ, OBJ, INST: it runs),
+    `built_into` (BUILD writes into the object the global is), or neither (a reference,
+    held as a value). `name` is "module.qualname"; `UNNAMED` when the pickle computes it
+    (STACK_GLOBAL of strings it did not spell out, an extension code), `COMPUTED` for a
+    call of something that is no global (the result of an earlier call). `one_scalar`: a
+    call with one int or str argument, the shape of an enum member's pickle."""
+
+    name: str
+    called: bool = False
+    built_into: bool = False
+    one_scalar: bool = False
+
+
+UNNAMED = "<a global the pickle computes>"
+COMPUTED = "<a callable an earlier call returned>"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ref:
+    """A global on the (modelled) stack; `made`: the result of calling it."""
+
+    name: str
+    made: bool = False
+
+
+_SCALAR_ARGS = object()  # a 1-tuple of one int or str: an enum member's arguments
+_TEXT_OPS = frozenset(("UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"))
+_NUMBER_OPS = frozenset(("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1"))
+_CALL_OPS = frozenset(("REDUCE", "NEWOBJ", "NEWOBJ_EX", "OBJ", "INST"))
+
+
+def pickle_globals(data: bytes) -> list[GlobalUse]:
+    """Every global `data` names and whether a stock unpickler would call it, read off its
+    opcodes alone (pickletools.genops up to STOP): nothing is imported, built or run.
+
+    The stack is modelled only as far as globals need: which slot holds which global (or
+    the result of calling one), a string STACK_GLOBAL may take its name from, and what
+    the memo stores. Each opcode's declared stack effect moves everything else. Raises
+    PickleRefused for a stream that is damaged (an opcode pickletools does not know, a
+    stack that runs out)."""
+    uses: list[GlobalUse] = []
+    stack: list[Any] = []
+    marks: list[int] = []
+    memo: dict[int, Any] = {}
+    try:
+        for opcode, arg, _pos in pickletools.genops(data):
+            name = opcode.name
+            if name == "MARK":
+                marks.append(len(stack))
+                continue
+            before = opcode.stack_before
+            if pickletools.markobject in before:
+                mark, under = marks.pop(), before.index(pickletools.markobject)
+                if under > mark:
+                    raise PickleRefused(f"opcode {name} finds too few values on the stack")
+                below = stack[mark - under : mark]
+                popped = below + stack[mark:]
+                del stack[mark - len(below) :]
+            else:
+                if len(before) > len(stack):
+                    raise PickleRefused(f"opcode {name} finds too few values on the stack")
+                popped = stack[len(stack) - len(before) :]
+                del stack[len(stack) - len(before) :]
+            stack.extend(_pushed(name, arg, popped, memo, uses))
+            if name in _PUTS and isinstance(arg, int):
+                memo[arg] = stack[-1]
+            elif name == "MEMOIZE":
+                memo[len(memo)] = stack[-1]
+    except PickleRefused:
+        raise
+    except Exception as err:  # a damaged stream: one line
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
+        raise PickleRefused(f"damaged pickle ({type(err).__name__}: {str(err)[:120]})") from None
+    return list(dict.fromkeys(uses))
+
+
+def _pushed(
+    name: str, arg: Any, popped: list, memo: dict[int, Any], uses: list[GlobalUse]
+) -> list[Any]:
+    """What opcode `name` leaves on the modelled stack, recording the globals it names,
+    calls or builds into in `uses`; `popped`: what it took (the mark's items last)."""
+    if name in _TEXT_OPS:
+        return [arg]
+    if name in _NUMBER_OPS:
+        return [0]
+    if name in ("GLOBAL", "INST"):
+        module, _, qualname = str(arg).partition(" ")
+        ref = _Ref(f"{module}.{qualname}")
+        if name == "INST":
+            uses.append(GlobalUse(ref.name, called=True))
+            return [_Ref(ref.name, made=True)]
+        uses.append(GlobalUse(ref.name))
+        return [ref]
+    if name == "STACK_GLOBAL":
+        module, qualname = popped
+        named = isinstance(module, str) and isinstance(qualname, str)
+        ref = _Ref(f"{module}.{qualname}" if named else UNNAMED)
+        uses.append(GlobalUse(ref.name))
+        return [ref]
+    if name.startswith("EXT"):
+        uses.append(GlobalUse(UNNAMED))
+        return [_Ref(UNNAMED)]
+    if name in ("GET", "BINGET", "LONG_BINGET"):
+        return [memo.get(arg)]
+    if name == "DUP":
+        return popped * 2
+    if name == "MEMOIZE":
+        return popped
+    if name == "TUPLE1":
+        return [_SCALAR_ARGS if type(popped[0]) in (int, str) else None]
+    if name in _CALL_OPS:  # the callee is what the opcode took first (OBJ: after its mark)
+        callee = popped[0]
+        target = callee.name if isinstance(callee, _Ref) and not callee.made else COMPUTED
+        scalar = name == "REDUCE" and popped[1] is _SCALAR_ARGS
+        uses.append(GlobalUse(target, called=True, one_scalar=scalar))
+        return [_Ref(target, made=True)]
+    if name in _FILLS:  # the target stays; filling a global itself changes it for everyone
+        target = popped[0]
+        if isinstance(target, _Ref) and not target.made:
+            uses.append(GlobalUse(target.name, built_into=True))
+        return [target]
+    return [None] * len(_AFTER[name])
+
+
+# Opcodes that write into the object below their operands and leave it on the stack.
+_FILLS = frozenset(("BUILD", "SETITEM", "SETITEMS", "APPEND", "APPENDS", "ADDITEMS"))
+_AFTER = {op.name: op.stack_after for op in pickletools.opcodes}
+
+
 __all__ = [
     "BUDGET_PER_BYTE",
+    "COMPUTED",
     "MIN_BUDGET",
     "OPCODE_COST",
     "PROGRESS_EVERY",
+    "UNNAMED",
+    "GlobalUse",
     "PickleRefused",
     "Placeholder",
     "PlaceholderCall",
@@ -696,5 +879,6 @@ __all__ = [
     "check_pickle_budget",
     "is_flat",
     "memory_budget",
+    "pickle_globals",
     "restricted_loads",
 ]

@@ -4,7 +4,9 @@ resumes, and which entries a run would save over.
 The trainer, retention, validate and the CLI's run report all ask here, so the step a
 run resumes, the step a check names and the step a Ctrl-C'd run reports are the same.
 Trackers (ours, verl's and Megatron-Bridge's) are read bounded through `safe_files`: a
-FIFO, a huge file or a symlink out of the run is one line, never a hang.
+FIFO, a huge file or a symlink out of the run is one line, never a hang. Every list of a
+run's step dirs (any layout's) marks a save that did not finish, so that no line offers
+one as a step to give.
 """
 
 from __future__ import annotations
@@ -15,16 +17,23 @@ import stat
 from pathlib import Path
 
 from mfsdp_ckpt.format.dir_entries import children, is_dir
+from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
     BRIDGE_TRACKER_FILE,
     BRIDGE_TRACKER_MAX_BYTES,
+    DCP_METADATA_FILE,
+    DIST_CKPT_DIR,
     MANIFEST_FILE,
     MAX_RUNS_LISTED,
     MEGATRON_RELEASE_DIR,
+    ROLES,
     TRACKER_FILE,
     TRACKER_MAX_BYTES,
+    VERL_CONTENTS_FILE,
+    VERL_MODEL_DIR,
     CheckpointPathError,
     DamagedRunDirError,
+    ForeignFormatError,
     is_megatron_step_name,
     parse_step_dir_name,
     step_dir,
@@ -62,12 +71,24 @@ def resume_step(run_dir: str | os.PathLike) -> int | None:
     replace that is no complete step (`refuse_replacing_steps`). Taken for "nothing to
     resume", a damaged only step was trained over from step 0 and overwritten. Resuming, the
     check before a run starts and the line a Ctrl-C'd run ends with all ask here, so the
-    step named is the step resumed."""
+    step named is the step resumed.
+
+    Another trainer's run dir (verl's, Megatron-LM's) is refused first, as what it is
+    (`refuse_foreign_run_dir`), never as a damaged run of ours."""
     run = Path(run_dir)
+    _refuse_another_trainers_run(run)
     steps = list_complete_steps(run)
     resumed = _tracked_or_newest(run, read_tracker(run), steps)
-    refuse_replacing_steps(run, resumed)
+    _refuse_replacing(run, resumed)
     return resumed
+
+
+def _refuse_another_trainers_run(run: Path) -> None:
+    """`foreign_run_dirs.refuse_foreign_run_dir`, imported here: it names the layout as
+    resolution does, and resolution reads run dirs through this module."""
+    from mfsdp_ckpt.format.foreign_run_dirs import refuse_foreign_run_dir
+
+    refuse_foreign_run_dir(run)
 
 
 def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int | None:
@@ -92,10 +113,15 @@ def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int 
         )
     if steps:  # removed on purpose: the newest left is resumed
         return steps[-1]
+    instead = (
+        "move the tracker away to start afresh, or give checkpoint.resume=PATH"
+        if not any(is_megatron_step_name(name) for name in children(run))
+        else "it is Megatron-LM's tracker, which mfsdp does not resume: give another"
+        " trainer.run_dir"
+    )
     raise DamagedRunDirError(
         f"{run / TRACKER_FILE}: names step {tracked}, but {target} is missing"
-        f"{steps_here(run)} and no step is complete; move the tracker away to start afresh,"
-        " or give checkpoint.resume=PATH"
+        f"{steps_here(run)} and no step is complete; {instead}"
     )
 
 
@@ -106,8 +132,18 @@ def refuse_replacing_steps(run_dir: str | os.PathLike, resumed: int | None) -> N
     dir (its save of step N replaces whatever is there, whole), and for a run starting
     afresh any step dir at all (Megatron-LM's `iter_N/` too: its tracker would be
     replaced by this run's). Older steps stay as they are, never saved over, and so do
-    links past `resumed` (a save replaces the link, not what it leads to)."""
+    links past `resumed` (a save replaces the link, not what it leads to). Another
+    trainer's run dir is refused as what it is (`refuse_foreign_run_dir`): by a run
+    starting afresh, and wherever one of its step dirs would be named to move away."""
     run = Path(run_dir)
+    if resumed is None:
+        _refuse_another_trainers_run(run)
+    _refuse_replacing(run, resumed)
+
+
+def _refuse_replacing(run: Path, resumed: int | None) -> None:
+    """`refuse_replacing_steps`' look at each entry; before a step dir is named to move
+    away, the run dir is asked whether it is another trainer's (then named as that)."""
     if not os.path.isdir(run):
         return
     for name in sorted(children(run), key=natural_order):
@@ -123,12 +159,13 @@ def refuse_replacing_steps(run_dir: str | os.PathLike, resumed: int | None) -> N
                 if resumed is None
                 else f"resuming step {resumed}, this run's save of step {step} replaces it"
             )
+            _refuse_another_trainers_run(run)
             raise DamagedRunDirError(f"{path} {incomplete_step(path)}, and {saving}: move it away")
         elif resumed is None and is_megatron_step_name(name) and is_dir(path):
             raise DamagedRunDirError(
                 f"{path} is a Megatron-LM checkpoint, and no mfsdp step is here to resume: a"
                 " run starting afresh here writes its steps and tracker beside it; give"
-                f" another trainer.run_dir (checkpoint.resume={path} starts from it)"
+                " another trainer.run_dir"
             )
 
 
@@ -238,7 +275,66 @@ def steps_here(run_dir: str | os.PathLike) -> str:
         return ""
     if not names:
         return " (no step dirs here)"
-    return f" (step dirs here: {newest_of(names)})"
+    return f" (step dirs here: {newest_of(marked_unfinished(run, names))})"
+
+
+def marked_unfinished(run: Path, names: list[str]) -> list[str]:
+    """`names` (step dirs of `run`) with `UNFINISHED_MARK` after each whose save did not
+    finish (`unfinished_saves`): a list of step dirs is read as the steps one may give, and
+    an interrupted save given is refused."""
+    unfinished = unfinished_saves(run, names)
+    return [f"{name}{UNFINISHED_MARK}" if name in unfinished else name for name in names]
+
+
+UNFINISHED_MARK = " (a save that did not finish)"
+
+
+def unfinished_saves(run: Path, names: list[str]) -> set[str]:
+    """Those of `names` (step dirs of `run`) that hold a save begun and not finished
+    (`unfinished_save`). An empty dir holds no save to call unfinished (given, it is named
+    no checkpoint); one that cannot be listed is left for reading it to name."""
+    found = set()
+    for name in names:
+        try:
+            if children(run / name) and unfinished_save(run / name) is not None:
+                found.add(name)
+        except (CheckpointPathError, CheckpointFileError):
+            continue
+    return found
+
+
+def unfinished_save(step: Path) -> str | None:
+    """What a step dir lacks that its save writes last, in words, or None when it has it:
+    verl v2's manager writes ckpt_contents.json after every piece (model/ under a role dir,
+    or under the step for SFT), and DCP writes `.metadata` last, into Megatron's iter_N/
+    itself or verl's dist_ckpt/ (under the step, a role, or a role's model/). A step of
+    ours (its manifest there) or of a format mfsdp does not read (Megatron's legacy
+    `mp_rank_NN/`, verl's FSDP shards: no `.metadata` is theirs to write) lacks nothing."""
+    if _is_file_followed(step / MANIFEST_FILE):
+        return None
+    holders = [step, *(step / role for role in ROLES)]
+    if any(_is_foreign(holder) for holder in holders):
+        return None
+    if any(
+        is_dir(holder / VERL_MODEL_DIR) and not os.path.lexists(holder / VERL_CONTENTS_FILE)
+        for holder in holders
+    ):
+        return f"{VERL_CONTENTS_FILE}, which verl writes last"
+    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+    if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
+        return f"{DCP_METADATA_FILE}, which a save writes last"
+    return None
+
+
+def _is_foreign(holder: Path) -> bool:
+    """`holder` is a dir in a format `refuse_foreign_format` names (not ours to judge)."""
+    if not is_dir(holder):
+        return False
+    try:
+        refuse_foreign_format(holder, children(holder))
+    except ForeignFormatError:
+        return True
+    return False
 
 
 def newest_of(names: list[str]) -> str:

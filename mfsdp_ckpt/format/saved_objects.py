@@ -45,7 +45,7 @@ NAMESPACE_BUDGET = 16 << 20
 SCALARS_BUDGET = 1 << 20
 
 # Modules whose globals run commands, code or I/O: no Megatron Namespace names one.
-_REFUSED_MODULES = frozenset(
+REFUSED_MODULES = frozenset(
     {
         "builtins",
         "__builtin__",
@@ -103,7 +103,7 @@ _REFUSED_MODULES = frozenset(
 
 def _placeholder(module: str, name: str) -> Placeholder:
     root = module.split(".")[0]
-    if module in _REFUSED_MODULES or root in _REFUSED_MODULES:
+    if module in REFUSED_MODULES or root in REFUSED_MODULES:
         raise PickleRefused(f"refusing global {module}.{name}: a checkpoint's args never name it")
     return Placeholder(module, name)
 

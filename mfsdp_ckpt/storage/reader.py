@@ -14,6 +14,7 @@ The tables (and everything export plans from them) need no torch: dtypes are
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import zipfile
@@ -26,7 +27,12 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
-from mfsdp_ckpt.format.dcp_metadata import MAX_INT, MAX_METADATA_BYTES, load_plain_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import (
+    MAX_INT,
+    MAX_METADATA_BYTES,
+    READ_BUFFER_BYTES,
+    load_plain_metadata_file,
+)
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
@@ -268,8 +274,11 @@ class CheckpointReader:
             raise UnsafeMetadataError(
                 f"{where}: {size} bytes, more than the {MAX_METADATA_BYTES} DCP metadata may have"
             )
-        raw = self.store.read_range(DCP_METADATA_FILE, 0, size)
-        self.metadata = load_plain_metadata_bytes(raw, source=where)
+        # read up to the pickle's STOP only, as torch's reader: bytes after it are not held
+        stored = RangeFile(self.store, DCP_METADATA_FILE, 0, size)
+        buffered = io.BufferedReader(stored, READ_BUFFER_BYTES)
+        # bytes the file holds past the pickle's STOP: torch's reader never reads them
+        self.metadata, self.bytes_after_metadata = load_plain_metadata_file(buffered, size, where)
         try:
             self.tensors, self.objects = parse_metadata(self.metadata)
         except CheckpointFormatError as err:

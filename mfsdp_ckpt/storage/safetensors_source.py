@@ -34,7 +34,7 @@ from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
-from mfsdp_ckpt.format.layout import HF_ASSETS_DIR
+from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, ForeignFormatError
 from mfsdp_ckpt.format.lora_fields import adapter_only_advice, base_weights_dir
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -161,18 +161,47 @@ def _refuse_checkpoint_dir(model_dir: Path, found: str) -> None:
     if inside is None:
         return
     what = "the config and tokenizer dir of" if model_dir.name == HF_ASSETS_DIR else "in"
-    raise CheckpointDirError(
-        f"{model_dir}: {found}; it is {what} the training checkpoint {inside}, whose weights"
-        f" are in its DCP files; {export_hf_advice(inside)}"
+    unread = unread_checkpoint_refusal(inside)
+    held = (
+        f"the checkpoint {inside}; {unread}"
+        if unread is not None
+        else f"the training checkpoint {inside}, whose weights are in its DCP files;"
+        f" {_export_advice(inside)}"
     )
+    raise CheckpointDirError(f"{model_dir}: {found}; it is {what} {held}")
+
+
+def unread_checkpoint_refusal(checkpoint: Path) -> str | None:
+    """The one-line refusal every command gives `checkpoint` when it is in a format mfsdp
+    does not read (verl's FSDP backend, Megatron's torch_dist or legacy format: what it is
+    and what converts it, `foreign_formats`), else None. Its huggingface/ given where a
+    model dir is read was sent to export-hf or model.path on that checkpoint, which only
+    refused it next."""
+    from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+
+    try:
+        resolve_checkpoint(checkpoint)
+    except ForeignFormatError as err:
+        return str(err)
+    except (MfsdpError, OSError):
+        return None  # one mfsdp reads, damaged: reading it names what is wrong
+    return None
 
 
 def export_hf_advice(checkpoint: Path) -> str:
     """How a Hugging Face model dir is made of the training checkpoint `checkpoint`, told to
     a command given the checkpoint (or a dir in it) where it reads a model dir:
-    `mfsdp ckpt export-hf`. A LoRA step whose base has no weights on disk (a random init)
-    has no merged model, and that export refused it: such a step is told what goes on
-    from it instead (`lora_fields.adapter_only_advice`)."""
+    `mfsdp ckpt export-hf`. A checkpoint in a format mfsdp does not read is told what
+    converts it instead (`unread_checkpoint_refusal`): export-hf refuses it. A LoRA step
+    whose base has no weights on disk (a random init) has no merged model, and that export
+    refused it: such a step is told what goes on from it instead
+    (`lora_fields.adapter_only_advice`)."""
+    unread = unread_checkpoint_refusal(checkpoint)
+    return unread if unread is not None else _export_advice(checkpoint)
+
+
+def _export_advice(checkpoint: Path) -> str:
+    """`export_hf_advice` for a checkpoint mfsdp reads."""
     if _adapter_without_base_weights(checkpoint):
         return (
             "that checkpoint is a LoRA adapter on a random-init base, of which no merged model"

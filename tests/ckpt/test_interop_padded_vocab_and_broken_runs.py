@@ -242,7 +242,7 @@ def _file_named_step_7(run: Path) -> None:
 
 DAMAGED_RUNS = {
     # tracker text, step dirs, extra damage, words of the one-line error
-    "missing_step": ("7", (20, 30), None, "names step '7', but global_step_7/ / iter_0000007/"),
+    "missing_step": ("7", (20, 30), None, "names step '7', but global_step_7/ is missing"),
     "step_is_a_file": ("7", (20,), _file_named_step_7, "global_step_7 is not a directory"),
     "empty": ("", (20,), None, "expected a step number, found ''"),
     "not_a_number": ("latest", (20,), None, "expected a step number, found 'latest'"),

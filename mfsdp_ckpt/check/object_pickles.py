@@ -1,0 +1,301 @@
+"""Non-tensor entries whose pickle torch's own DCP load would run as code.
+
+DCP stores each non-tensor value (`extra.*`, optimizer param_groups, Megatron-LM's `args`
+and `rng_state`, a scheduler's state) as a torch.save blob, and torch's stock load
+(`DefaultLoadPlanner.load_bytes`) reads it with `torch.load(weights_only=False)`: whatever
+the pickle calls runs, in verl, Megatron-LM or torchtitan. mfsdp never loads such a blob
+that way (its decode is weights-only, or the restricted unpickler), so nothing here runs
+either: each blob's `data.pkl` is read as opcodes (`restricted_pickle.pickle_globals`)
+and the globals it calls are judged by name.
+
+A call is harmless when torch's weights-only loader admits the global (`TORCH_ADMITTED`:
+tensors, storages, dtypes, OrderedDict, ...) or it builds a data type real checkpoints
+hold that torch does not admit by default (`CHECKPOINT_DATA`: Megatron-LM's
+argparse.Namespace, numpy's RNG state arrays, partials, Megatron-core's enums). Any other
+call, a call of a computed callable, a global the pickle computes, a write into a global
+object, or a mere reference to a global of the modules that reach the operating system or
+the interpreter (`saved_objects`' list, which Megatron args are read under too) is code a
+stock load runs: an error. A call shaped like an enum member's pickle (a class called
+with one int or str) of an unknown class is a warning, the class not being imported here
+to tell; in Megatron-LM's `args`, which holds enums of its own classes, it is taken as
+the Namespace reader takes it, as an enum member.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
+from mfsdp_ckpt.convert.megatron_record import ARGS_KEY
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import dtypes
+from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
+from mfsdp_ckpt.format.restricted_pickle import GlobalUse, PickleRefused, pickle_globals
+from mfsdp_ckpt.format.saved_objects import REFUSED_MODULES
+from mfsdp_ckpt.storage.blob_decode import decode_blob
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError, RangeFile
+from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
+
+# torch's weights-only loader's default globals (torch/_weights_only_unpickler.py,
+# `_get_allowed_globals`), those a torch.save of plain values, tensors and parameters names.
+_REBUILDS = (
+    "_rebuild_parameter",
+    "_rebuild_parameter_with_state",
+    "_rebuild_qtensor",
+    "_rebuild_tensor",
+    "_rebuild_tensor_v2",
+    "_rebuild_tensor_v3",
+    "_rebuild_sparse_tensor",
+    "_rebuild_meta_tensor_no_storage",
+    "_rebuild_nested_tensor",
+    "_rebuild_wrapper_subclass",
+    "_rebuild_device_tensor_from_numpy",
+    "_rebuild_device_tensor_from_cpu_tensor",
+)
+_QUANTIZATION_SCHEMES = (
+    "tensor_affine",
+    "tensor_symmetric",
+    "channel_affine",
+    "channel_symmetric",
+    "channel_affine_float_qparams",
+)
+TORCH_ADMITTED = frozenset(
+    {
+        "collections.OrderedDict",
+        "collections.Counter",
+        "torch.nn.parameter.Parameter",
+        "torch.serialization._get_layout",
+        "torch.Size",
+        "torch.Tensor",
+        "torch.device",
+        "_codecs.encode",
+        "builtins.bytearray",
+        "builtins.set",
+        "builtins.complex",
+        "torch._tensor._rebuild_from_type_v2",
+        *(f"torch._utils.{name}" for name in _REBUILDS),
+        *(f"torch.{name}" for name in dtypes.BY_STORAGE),
+        *(f"torch.{dtype.name}" for dtype in dtypes.BY_NAME.values()),  # as pickled: no aliases
+        *(f"torch.per_{scheme}" for scheme in _QUANTIZATION_SCHEMES),
+    }
+)
+# Data types real checkpoints hold that torch's weights-only loader does not admit.
+CHECKPOINT_DATA = frozenset(
+    {
+        "argparse.Namespace",  # Megatron-LM's args
+        "functools.partial",  # in args; what it wraps is only named, never called on load
+        *(
+            f"{numpy}.{name}"  # numpy's RNG state (Megatron-LM's rng_state)
+            for numpy in ("numpy.core.multiarray", "numpy._core.multiarray")
+            for name in ("_reconstruct", "scalar")
+        ),
+        "numpy.ndarray",
+        "numpy.dtype",
+        "_io.BytesIO",  # Transformer Engine's `_extra_state` (its FP8 metadata, serialized)
+    }
+)
+MAX_LISTED_ENTRIES = 5  # entries named one a line; the rest counted in one more line
+MAX_NAMED_CALLS = 3  # callables named per entry
+MAX_SCANNED_BLOB_BYTES = 64 << 20  # a transformed blob is decoded whole to reach its pickle
+SMALL_BLOB_BYTES = 64 << 10  # read whole, with its neighbours; larger: directory and pickle only
+RUN_BYTES = 4 << 20  # neighbouring small blobs read in one go
+
+
+@dataclass(frozen=True)
+class CodeOnLoad:
+    """What a stock torch load of one entry would run: the callables, worst first, and
+    whether any of them is more than an enum member's lookup (`severity` ERROR)."""
+
+    calls: tuple[str, ...]
+    severity: str
+
+    def named(self) -> str:
+        """The first MAX_NAMED_CALLS callables, and how many more."""
+        more = len(self.calls) - MAX_NAMED_CALLS
+        return ", ".join(self.calls[:MAX_NAMED_CALLS]) + (f" (+{more} more)" if more > 0 else "")
+
+    def message(self) -> str:
+        """validate's line."""
+        if self.severity == WARNING:
+            return (
+                f"its pickle calls {self.named()}, which torch's dcp.load (verl, Megatron-LM)"
+                " runs on load: enum members if those classes are enums (not imported here)"
+            )
+        return (
+            f"its pickle calls {self.named()}, which torch's dcp.load (verl, Megatron-LM)"
+            " would run on load (not run here)"
+        )
+
+    def note(self) -> str:
+        """inspect's note on the entry."""
+        verb = "would call" if self.severity == WARNING else "would execute"
+        return f"{verb} {self.named()} when torch loads it"
+
+
+def _denied(name: str) -> bool:
+    module = name.rpartition(".")[0]
+    return any(module == denied or module.startswith(denied + ".") for denied in REFUSED_MODULES)
+
+
+def _megatron_enum(name: str) -> bool:
+    """Megatron-core keeps its enums in modules named `enums` (megatron.core.enums,
+    megatron.core.transformer.enums): classes of those hold no other code."""
+    parts = name.split(".")
+    return parts[0] == "megatron" and "enums" in parts[:-1]
+
+
+def _enum_shaped(use: GlobalUse) -> bool:
+    module, _, qualname = use.name.rpartition(".")
+    return use.one_scalar and qualname.lstrip("_")[:1].isupper() and module != "builtins"
+
+
+def code_on_load(uses: list[GlobalUse], args: bool = False) -> CodeOnLoad | None:
+    """What of `uses` (one pickle's globals) a stock torch load would run, or None. `args`:
+    the pickle is Megatron-LM's `args`, whose enums of its own classes are read as such
+    (`saved_objects`' Namespace policy), not warned of."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for use in uses:
+        harmless = use.name in TORCH_ADMITTED or use.name in CHECKPOINT_DATA
+        if use.built_into:
+            errors.append(f"a write into {use.name}")
+        elif use.called and not harmless and not _megatron_enum(use.name):
+            if not (_enum_shaped(use) and not _denied(use.name)):
+                errors.append(use.name)
+            elif not args:
+                warnings.append(use.name)
+        elif not use.called and not harmless and (_denied(use.name) or use.name.startswith("<")):
+            errors.append(use.name)
+    found = list(dict.fromkeys(errors + warnings))
+    if not found:
+        return None
+    return CodeOnLoad(tuple(found), ERROR if errors else WARNING)
+
+
+def entry_pickle(
+    reader: CheckpointReader, entry: ObjectEntry, where: str, raw: bytes | None = None
+) -> bytes:
+    """The `data.pkl` of one non-tensor entry's blob (`raw`: its bytes, when the caller
+    read them already), within blob_guard's limits: a large blob (one holding tensors) is
+    read only as far as its zip directory and that member, a transformed one decoded whole
+    first (up to MAX_SCANNED_BLOB_BYTES)."""
+    if entry.file is None:
+        raise CheckpointFormatError(f"{where}: no storage entry")
+    if entry.transforms:
+        if entry.length > MAX_SCANNED_BLOB_BYTES:
+            raise CheckpointFormatError(
+                f"{where}: {entry.length:,} stored bytes, more than the"
+                f" {MAX_SCANNED_BLOB_BYTES:,} decoded here"
+            )
+        if raw is None:
+            raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
+        blob = decode_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
+        return blob_pickle(open_blob(blob, len(blob.getbuffer()), where), where)
+    if raw is not None:
+        return blob_pickle(open_blob(io.BytesIO(raw), entry.length, where), where)
+    blob_file = RangeFile(reader.store, entry.file, entry.file_offset, entry.length)
+    return blob_pickle(open_blob(blob_file, entry.length, where), where)
+
+
+def entry_code_on_load(
+    reader: CheckpointReader, entry: ObjectEntry, raw: bytes | None = None
+) -> CodeOnLoad | None:
+    """`code_on_load` of one entry's pickle (`raw` as `entry_pickle`'s);
+    CheckpointFormatError (or CheckpointFileError) when its blob cannot be read that far."""
+    where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
+    data = entry_pickle(reader, entry, where, raw)
+    try:
+        return code_on_load(pickle_globals(data), args=entry.name == ARGS_KEY)
+    except PickleRefused as err:
+        raise CheckpointFormatError(f"{where}: {err}") from None
+
+
+def _small_blobs(
+    reader: CheckpointReader, entries: list[ObjectEntry]
+) -> Iterator[tuple[ObjectEntry, bytes | CheckpointFileError]]:
+    """The bytes of each entry of at most SMALL_BLOB_BYTES (or the error reading them),
+    read a run of neighbours at a time: a Megatron-LM checkpoint stores thousands of ~1.3 KB
+    entries side by side, and each read opens and checks its file anew."""
+    small = sorted(
+        (e for e in entries if e.file is not None and e.length <= SMALL_BLOB_BYTES),
+        key=lambda e: (e.file or "", e.file_offset),
+    )
+    run: list[ObjectEntry] = []
+    for entry in [*small, None]:
+        if run and (
+            entry is None
+            or entry.file != run[0].file
+            or entry.file_offset + entry.length - run[0].file_offset > RUN_BYTES
+        ):
+            yield from _read_run(reader, run)
+            run = []
+        if entry is not None:
+            run.append(entry)
+
+
+def _read_run(
+    reader: CheckpointReader, run: list[ObjectEntry]
+) -> Iterator[tuple[ObjectEntry, bytes | CheckpointFileError]]:
+    start = run[0].file_offset
+    end = max(e.file_offset + e.length for e in run)
+    try:
+        data = reader.store.read_range(run[0].file or "", start, end - start)
+    except CheckpointFileError as err:
+        for entry in run:
+            yield entry, err
+        return
+    for entry in run:
+        yield entry, data[entry.file_offset - start : entry.file_offset - start + entry.length]
+
+
+def check_object_pickles(
+    reader: CheckpointReader, report: ValidationReport, lost: dict[str, str]
+) -> None:
+    """One finding per entry whose pickle a stock torch load would run code from, or whose
+    pickle could not be checked (then nobody can say it is safe to hand to torch): the
+    first MAX_LISTED_ENTRIES, the rest counted in one more. Entries without storage or in
+    the `lost` data files are left to the checks that report those once."""
+    entries = [
+        e for _, e in sorted(reader.objects.items()) if e.file is not None and e.file not in lost
+    ]
+    read = dict(_small_blobs(reader, entries))
+    findings: list[tuple[str, str, str]] = []
+    for entry in entries:
+        where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
+        raw = read.get(entry)
+        try:
+            if isinstance(raw, CheckpointFileError):
+                raise raw
+            found = entry_code_on_load(reader, entry, raw)
+        except (CheckpointFormatError, CheckpointFileError) as err:
+            reason = str(err).split("]: ", 1)[-1]
+            findings.append(
+                (ERROR, where, f"pickle not checked for code torch would run ({reason})")
+            )
+            continue
+        if found is not None:
+            findings.append((found.severity, where, found.message()))
+    for severity, where, message in findings[:MAX_LISTED_ENTRIES]:
+        report.add(severity, where, message)
+    rest = findings[MAX_LISTED_ENTRIES:]
+    if rest:
+        severity = ERROR if any(f[0] == ERROR for f in rest) else WARNING
+        report.add(
+            severity,
+            reader.root,
+            f"(+{len(rest)} more non-tensor entries whose pickles torch would run code from)",
+        )
+
+
+def refused_decode_note(reader: CheckpointReader, entry: ObjectEntry) -> str:
+    """Why inspect shows an entry the restricted reader refused as opaque: what a stock
+    torch load would run from it when it would run anything, else the refusal itself."""
+    try:
+        found = entry_code_on_load(reader, entry)
+    except (CheckpointFormatError, CheckpointFileError):
+        found = None
+    if found is None:
+        return "holds types the restricted reader refuses"
+    return found.note()

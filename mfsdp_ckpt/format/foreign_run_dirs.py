@@ -1,0 +1,55 @@
+"""Another trainer's run dir given as the dir a run saves into and resumes from.
+
+verl's and Megatron-LM's run dirs hold a tracker and step dirs under the names mfsdp's
+have, so as `trainer.run_dir` one read as a damaged run of ours: "holds no manifest.json
+... move it and the tracker away", or "no step is complete; move the tracker away", advice
+that damages the other trainer's run, and `checkpoint.resume=` of one of its steps, which
+is refused as well. It is named here as `ckpt inspect` names its layout (resolution
+decides it), with what does start a run from it: `model.path`, in another run dir.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mfsdp_ckpt.errors import MfsdpError
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+from mfsdp_ckpt.format.dir_entries import children, is_dir
+from mfsdp_ckpt.format.layout import MFSDP, CheckpointPathError, ForeignFormatError
+from mfsdp_ckpt.format.path_refusals import holds_run_records
+from mfsdp_ckpt.format.run_steps import list_complete_steps, natural_order, step_dirs
+
+
+def refuse_foreign_run_dir(run: Path) -> None:
+    """CheckpointPathError (exit 2, one line) when `run`, given as trainer.run_dir, is a run
+    dir of another trainer's layout: it holds step dirs, none of them mfsdp's (no complete
+    step, no config.yaml or metrics.jsonl of an mfsdp run), and the run, or else its newest
+    step that reads, resolves to another layout. Nothing is said where no step reads (a
+    damaged run of any layout is then named as before)."""
+    if not is_dir(run) or list_complete_steps(run) or holds_run_records(run):
+        return
+    try:
+        names = children(run)
+    except MfsdpError:
+        return  # reading it for the run names the failure
+    steps = sorted(step_dirs(run, names), key=natural_order)
+    if not steps:
+        return
+    for given in [run, *(run / name for name in reversed(steps))]:
+        try:
+            paths = resolve_checkpoint(given)
+        except ForeignFormatError as err:
+            raise CheckpointPathError(
+                f"trainer.run_dir: {run} is another trainer's run dir, which mfsdp does not"
+                f" resume or save into: {err}"
+            ) from None
+        except MfsdpError:
+            continue  # an unfinished save, a broken tracker: the next step may read
+        if paths.kind == MFSDP:
+            return
+        start = f"its step {paths.step}" if paths.step is not None else str(paths.step_dir)
+        raise CheckpointPathError(
+            f"trainer.run_dir: {run} is a run dir of layout {paths.kind}, not an mfsdp run:"
+            f" mfsdp does not resume it or save into it; to train from {start}, give"
+            f" model.path={given} with another trainer.run_dir"
+        )
