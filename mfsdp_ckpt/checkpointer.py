@@ -395,12 +395,8 @@ class Checkpointer:
 
     # ----------------------------------------------------------------- load
     def find_resume(self, resume: str) -> layout.CheckpointPaths | None:
-        """`checkpoint_resolution.checkpoint_to_resume` in this checkpointer's run_dir; one
-        of another trainer's layout refused (`refuse_foreign_training_state`)."""
-        found = checkpoint_resolution.checkpoint_to_resume(self.run_dir, resume)
-        if found is not None:
-            refuse_foreign_training_state(found, CONTENT_KINDS)
-        return found
+        """`find_resume` in this checkpointer's run_dir."""
+        return find_resume(self.run_dir, resume)
 
     def load(
         self,
@@ -410,6 +406,16 @@ class Checkpointer:
         contents: Iterable[str] = CONTENT_KINDS,
     ) -> Manifest | None:
         return load_checkpoint(paths, states, contents=contents, group=self._group)
+
+
+def find_resume(run_dir: Path, resume: str) -> layout.CheckpointPaths | None:
+    """`checkpoint_resolution.checkpoint_to_resume` in `run_dir`; one of another trainer's
+    layout refused (`refuse_foreign_training_state`). A function of the run dir alone, so a
+    runner looks the step up before it makes its checkpointer or builds a model."""
+    found = checkpoint_resolution.checkpoint_to_resume(run_dir, resume)
+    if found is not None:
+        refuse_foreign_training_state(found, CONTENT_KINDS)
+    return found
 
 
 def load_checkpoint(
@@ -462,18 +468,7 @@ def _checked_for_load(
     log.info("%s: verified in %.2f s", paths.dist_ckpt, time.monotonic() - started)
     manifest = read_manifest(paths.manifest) if paths.manifest else None
     if manifest is not None:
-        absent = [kind for kind in contents if kind not in manifest.contents]
-        if absent:
-            weights_only = manifest.contents == ["model"]  # an import, or a weights-only save
-            start = (
-                "; it holds weights alone: to start training from them, give its step dir as"
-                " model.path and a new trainer.run_dir"
-                if weights_only
-                else ""
-            )
-            raise CheckpointContentsError(
-                f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}{start}"
-            )
+        refuse_absent_contents(paths, manifest, contents)
     for kind in contents:  # a state may refuse a checkpoint it cannot continue (LoRA: another base)
         check = getattr(states[kind], "check_manifest", None)
         if check is not None:
@@ -489,6 +484,27 @@ def _checked_for_load(
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
     return manifest, reader, stored, wanted
+
+
+def refuse_absent_contents(
+    paths: layout.CheckpointPaths, manifest: Manifest, contents: Iterable[str]
+) -> None:
+    """CheckpointContentsError (one line) when the checkpoint's manifest records none of a
+    kind in `contents`: read from the manifest alone, so a resume checks it before building
+    a model (`trainer.resume.resume_target`) as well as before the load."""
+    absent = [kind for kind in contents if kind not in manifest.contents]
+    if not absent:
+        return
+    weights_only = manifest.contents == ["model"]  # an import, or a weights-only save
+    start = (
+        "; it holds weights alone: to start training from them, give its step dir as"
+        " model.path and a new trainer.run_dir"
+        if weights_only
+        else ""
+    )
+    raise CheckpointContentsError(
+        f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}{start}"
+    )
 
 
 def refuse_foreign_training_state(

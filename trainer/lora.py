@@ -32,7 +32,12 @@ from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
-from mfsdp_ckpt.lora import parse_adapter_key, peft_target_modules, read_base_model
+from mfsdp_ckpt.lora import (
+    BaseModelRecord,
+    parse_adapter_key,
+    peft_target_modules,
+    read_base_model,
+)
 from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig, check_lora_fields
 from trainer.lora_adapter_dir import (
     KEY,
@@ -60,6 +65,7 @@ class LoraSetup:
     peft_config: dict[str, Any]  # JSON-safe PEFT LoraConfig (adapter_config.json contents)
     base: WeightsRecord
     adapter_config: Path | None = None  # the adapter dir's config its settings came from
+    base_path: str | None = None  # model.path as given: the base a resume is checked against
 
 
 # A fresh adapter's dropout: verl's LoRA config sets none, so PEFT's default (0) trains there.
@@ -129,6 +135,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
             cfg.path, random_init=cfg.random_init, seed=seed, label="base-model"
         ),
         adapter_config=adapter.config_file if adapter is not None else None,
+        base_path=cfg.path,
     )
 
 
@@ -345,6 +352,24 @@ def _setting_of(key: str, paths: CheckpointPaths) -> str:
     return f"set by {KEY}; {record} records {KEY}={started_from}"
 
 
+def _base_remedy(trained_on: BaseModelRecord, base_path: str | None) -> str:
+    """What lets a resume refused for another base (`base_mismatch`) go on, given the base
+    its adapter was trained on and this run's `model.path`. Where model.path already is
+    that dir, its files changed since the step was saved: only restoring them helps (telling
+    the user to set model.path to it would send them round in a circle). A random init is
+    drawn again from its seed alone."""
+    fresh = "or use a new trainer.run_dir to start over"
+    if trained_on.random_init or trained_on.path is None:
+        return (
+            f"resume on the random init it was trained on (trainer.seed={trained_on.seed},"
+            f" no weights loaded: model.path unset or model.random_init=true), {fresh}"
+        )
+    here = str(Path(base_path).resolve()) if base_path is not None else None
+    if here == trained_on.path:
+        return f"so its files changed since this step was saved: restore them, {fresh}"
+    return f"set model.path={trained_on.path} (the base it was trained on), {fresh}"
+
+
 class AdapterState:
     """The checkpoint's `model` entry for a LoRA run: the trainable (adapter) parameters only,
     as sharded DTensors; the frozen base comes back from the base model when the run is built.
@@ -404,9 +429,10 @@ class AdapterState:
             here="this run's base",
         )
         if problem is not None:
+            trained_on = read_base_model(manifest, str(paths.manifest))
+            assert trained_on is not None  # manifest.base_model is, and from_json checked it
             raise ResumeMismatchError(
-                f"{paths.manifest}: {problem}; set model.path to that base "
-                "(or a new trainer.run_dir to start over)"
+                f"{paths.manifest}: {problem}; {_base_remedy(trained_on, self.setup.base_path)}"
             )
 
     def manifest_fields(self) -> dict[str, Any]:

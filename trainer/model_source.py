@@ -33,9 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+from mfsdp_ckpt.format.dir_entries import is_file
 from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.layout import (
+    BRIDGE_TRACKER_FILE,
     DCP_METADATA_FILE,
+    TRACKER_FILE,
     CheckpointPathError,
     CheckpointPaths,
     looks_like_hf_model,
@@ -160,6 +163,7 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             f" checkpoint ({err})"
         ) from None
     _refuse_lora_checkpoint(cfg.path, checkpoint)
+    _read_from[cfg.path] = checkpoint
     if cfg.hf_config is None and checkpoint.hf_assets is None:
         derived = _derived_source(checkpoint)
         if derived is not None:
@@ -170,6 +174,47 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     return ModelSource(
         assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint, assets_key=assets_key
     )
+
+
+# The checkpoint each model.path last resolved to in this process: the one the model's
+# weights were read from (the model is built after its tokenizer and config), which the
+# run's start lines name (`weights_lines`)
+_read_from: dict[str, CheckpointPaths] = {}
+
+
+def weights_lines(cfg: ModelConfig) -> list[str]:
+    """The lines a run starting from a checkpoint says first: which step's weights it read,
+    and why that one where `model.path` named a run (its tracker's step, the newest
+    complete), then the note inspect, validate and export-hf print for the same path (a
+    newer step that did not finish, a dir holding one run). verl says "Load from checkpoint
+    folder"; a run from a run dir said nothing of the step it chose. No lines for a Hugging
+    Face model dir, a named shape or model.random_init (no checkpoint weights are read)."""
+    if cfg.path is None or cfg.random_init:
+        return []
+    read = _read_from.get(cfg.path)
+    if read is None:
+        return []
+    where = read.step_dir or read.dist_ckpt
+    if read.role is not None and read.step_dir is not None:
+        where = where / read.role
+    why = _chosen_because(Path(cfg.path), read)
+    lines = [f"weights from {where}" + (f" ({why})" if why else "")]
+    return lines + ([f"note: {read.note}"] if read.note else [])
+
+
+def _chosen_because(given: Path, read: CheckpointPaths) -> str | None:
+    """Why `read`'s step was read where `given` names the run (or a dir holding it) rather
+    than the step: the step the run's tracker names, as verl and Megatron-LM resume, else
+    the newest complete step (mfsdp's run without a tracker). None where the step was given
+    or the run holds no other."""
+    step = read.step_dir
+    if step is None or read.run_dir is None:
+        return None
+    if Path(os.path.abspath(given)) not in Path(os.path.abspath(step)).parents:
+        return None
+    if any(is_file(read.run_dir / name) for name in (TRACKER_FILE, BRIDGE_TRACKER_FILE)):
+        return "the tracker's step"
+    return "the newest complete step" if read.has_manifest else None
 
 
 def _no_weights_message(given: str, path: Path) -> str:
@@ -250,13 +295,20 @@ def check_tokenizer_present(cfg: ModelConfig, source: ModelSource | None) -> Non
 def _refuse_checkpoint_assets_dir(path: Path) -> None:
     """A checkpoint's huggingface/ dir (config and tokenizer; its weights are in the
     checkpoint's dist_ckpt/) given as model.path was told to set model.random_init=true,
-    which trains from random weights: the checkpoint it lies in is what to give."""
+    which trains from random weights: the checkpoint it lies in is what to give. One in a
+    format mfsdp does not read (verl's FSDP backend, Megatron's torch_dist) is told that
+    checkpoint's own refusal, which names what converts it: model.path=<that checkpoint>
+    was only refused next."""
+    from mfsdp_ckpt.storage.safetensors_source import unread_checkpoint_refusal
+
     inside = checkpoint_containing(path)
-    if inside is not None and inside != Path(os.path.abspath(path)):  # itself: unreadable
-        raise ConfigError(
-            f"model.path: {path} holds the config and tokenizer of the checkpoint {inside},"
-            f" not its weights: give model.path={inside}"
-        )
+    if inside is None or inside == Path(os.path.abspath(path)):  # itself: unreadable
+        return
+    held = f"model.path: {path} holds the config and tokenizer of the checkpoint {inside}"
+    unread = unread_checkpoint_refusal(inside)
+    if unread is not None:
+        raise ConfigError(f"{held}, not its weights; {unread}")
+    raise ConfigError(f"{held}, not its weights: give model.path={inside}")
 
 
 def _refuse_lora_checkpoint(given: str, checkpoint: CheckpointPaths) -> None:
@@ -264,10 +316,13 @@ def _refuse_lora_checkpoint(given: str, checkpoint: CheckpointPaths) -> None:
     model had loaded, with advice meant for other tools' PEFT saves. Its ways on, named
     before anything loads. On a random-init base there is no merged model to start from
     (the merged export refuses it), so that advice is left out: it only led to that
-    export's refusal."""
+    export's refusal. Resuming goes on only with the trainer that wrote it (`train sft`
+    refuses to resume a GRPO run's step, and the reverse), so that trainer is named, and
+    the same adapter goes on in any other run as a PEFT adapter dir over its base model."""
     from mfsdp_ckpt.format.lora_fields import RESUME_ADVICE, adapter_only_advice, base_weights_dir
     from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
     from mfsdp_ckpt.lora import read_base_model
+    from trainer.resume import run_kind_of
 
     try:
         manifest = read_manifest(checkpoint.manifest) if checkpoint.manifest else None
@@ -275,16 +330,26 @@ def _refuse_lora_checkpoint(given: str, checkpoint: CheckpointPaths) -> None:
         return  # the checkpoint's own checks say what is wrong with it
     if manifest is None or manifest.lora is None:
         return
-    if base_weights_dir(read_base_model(manifest)) is None:  # read_manifest has checked it
+    base = base_weights_dir(read_base_model(manifest))  # read_manifest has checked it
+    if base is None:
         raise ConfigError(
             f"model.path: {given} is an mfsdp LoRA checkpoint (the adapter alone) whose"
             " base model was a random init: there are no weights to start from; "
             f"{adapter_only_advice(given)}"
         )
+    written = run_kind_of(manifest.info)
+    resume = (
+        f"to go on training it with `mfsdp train {written}`, which wrote it, give its run dir"
+        " as trainer.run_dir (it resumes)"
+        if written is not None
+        else RESUME_ADVICE
+    )
     raise ConfigError(
         f"model.path: {given} is an mfsdp LoRA checkpoint (the adapter alone, on its base"
-        f" model): {RESUME_ADVICE}; to train from the merged model, `mfsdp ckpt export-hf"
-        f" {given} --out DIR`, then model.path=DIR"
+        f" model {base}): {resume}; to train the same adapter on in a new run (of either"
+        f" trainer), `mfsdp ckpt export-hf {given} --adapter-only --out DIR`, then"
+        f" model.path={base} model.lora_adapter_path=DIR; to train from the merged model,"
+        f" `mfsdp ckpt export-hf {given} --out DIR`, then model.path=DIR"
     )
 
 

@@ -34,6 +34,7 @@ import hashlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.lora_fields import base_weights_dir
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import read_base_model
 from trainer.config import end_step
 from trainer.resume_state import STEP, check_trainer_state
@@ -178,19 +179,16 @@ def resume_if_any(
     then see the manifest once the step's data position is known to fit (GRPO: its KL
     reference). Returns the checkpoint loaded, or None when the run starts fresh.
     """
-    found = _found_by_rank_0(checkpointer, resume)
+    found = resume_target(
+        checkpointer.run_dir, resume, kind, model_config, find=checkpointer.find_resume
+    )
     if found is None:
         return None
-    if found.step is not None:  # known by its name: refused before the load, not after it
-        refuse_saving_over_newer_steps(checkpointer.run_dir, found, found.step, resume)
     with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
-        check_run_kind(found, resume, kind)
         model = states.get("model")  # a LoRA run's: its rank, and the adapter dir it is from
         check_lora_rank(
             found, getattr(model, "lora_rank", 0), getattr(model, "adapter_config", None)
         )
-        if model_config is not None:
-            check_model_config(found, model_config)
         progress = states["extra"]
         expected = dict(progress)
         manifest = checkpointer.load(found, states)
@@ -203,24 +201,60 @@ def resume_if_any(
     return found
 
 
-def _found_by_rank_0(checkpointer: Checkpointer, resume: str) -> CheckpointPaths | None:
-    """The checkpoint `resume` names (`Checkpointer.find_resume`), looked up by rank 0 alone
-    and handed to every rank. Each rank looking it up itself, the dir of another run still
+def resume_target(
+    run_dir: Path,
+    resume: str,
+    kind: RunKind,
+    model_config: dict[str, Any] | None = None,
+    *,
+    find: Callable[[str], CheckpointPaths | None] | None = None,
+) -> CheckpointPaths | None:
+    """The checkpoint `resume` names in `run_dir` ("auto", "disable" or a path), refused for
+    what its files and the run's config alone tell: another trainer's layout (verl,
+    Megatron-LM: `checkpointer.find_resume`), this run dir's own newer steps, a step another
+    kind of run wrote, another model config, a manifest without optimizer or trainer state.
+    No model, checkpointer or file write is needed, so a runner asks before it builds
+    anything (GRPO before its rollout engine starts and writes its model dir into the run
+    dir); `resume_if_any` asks again when it loads. `find`: the lookup (default
+    `checkpointer.find_resume` in `run_dir`). What needs the model or the saved state (the
+    adapter rank, the keys and shapes, the data position) is checked at the load."""
+    from mfsdp_ckpt.checkpointer import find_resume, refuse_absent_contents
+
+    found = _found_by_rank_0(find or partial(find_resume, run_dir), resume)
+    if found is None:
+        return None
+    if found.step is not None:  # known by its name: refused before the load, not after it
+        refuse_saving_over_newer_steps(run_dir, found, found.step, resume)
+    with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
+        check_run_kind(found, resume, kind)
+        if model_config is not None:
+            check_model_config(found, model_config)
+        manifest = manifest_of(found)
+        if manifest is not None:
+            refuse_absent_contents(found, manifest, CONTENT_KINDS)
+    return found
+
+
+def _found_by_rank_0(
+    find: Callable[[str], CheckpointPaths | None], resume: str
+) -> CheckpointPaths | None:
+    """The checkpoint `resume` names (`find`: `Checkpointer.find_resume`), looked up by rank 0
+    alone and handed to every rank. Each rank looking it up itself, the dir of another run still
     saving resolved to its newest step in each process at its own moment: a save committing
     in between had the ranks load different steps into one model. One that rank 0 cannot
     look up fails it, and each other rank looks it up itself, which says the same."""
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_world_size() == 1:
-        return checkpointer.find_resume(resume)
+        return find(resume)
     handed: list[Any] = [None]
     try:
         if dist.get_rank() == 0:
-            handed[0] = (checkpointer.find_resume(resume),)
+            handed[0] = (find(resume),)
     finally:  # a failure hands over None: the others are not left waiting
         dist.broadcast_object_list(handed, src=0)
     if handed[0] is None:
-        return checkpointer.find_resume(resume)
+        return find(resume)
     found: CheckpointPaths | None = handed[0][0]
     return found
 

@@ -30,6 +30,7 @@ from trainer.distributed import DistEnv, distributed_run
 from trainer.lr_continuity import TrainedLr, schedule_break_warning
 from trainer.metrics import MetricsLogger, drop_steps_after
 from trainer.model import check_attention_backend
+from trainer.model_source import weights_lines
 from trainer.optim import apply_settings, lr_at, warmup_past_the_end
 from trainer.progress import draws_bars, step_bar
 from trainer.resume import (
@@ -40,6 +41,7 @@ from trainer.resume import (
     new_progress,
     nothing_left_line,
     resume_if_any,
+    resume_target,
 )
 from trainer.resume_state import STEP
 from trainer.strategies.base import Strategy
@@ -73,6 +75,17 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
         if env.is_main:
             print(f"[{name}] building the model and reading the data ...", file=sys.stderr)
         return body(cfg, env)
+
+
+def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> None:
+    """Refuse the step `checkpoint.resume` names for what `TrainingRun.open` checks of it
+    without a model (`trainer.resume.resume_target`: another trainer's layout, another kind
+    of run, another model config, ...), for a runner to ask before it builds its models and
+    anything that writes into the run dir: GRPO's rollout engine took minutes to start and
+    left its model dir in a verl run dir given as the step to resume, before the refusal
+    that `TrainingRun.open` makes again when it loads the step. Every rank asks alike."""
+    with raised_by_every_rank():
+        resume_target(Path(cfg.trainer.run_dir), cfg.checkpoint.resume, kind, hf_config.to_dict())
 
 
 def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
@@ -296,7 +309,9 @@ class TrainingRun:
     def announce(self, what: str) -> None:
         """One line on stderr (main rank): what runs, and from which step to which; or, for a
         run resumed at or past its last step, that nothing is left to train and which key
-        moves the end (the line said "steps 20 -> 12", and the run ended without a step)."""
+        moves the end (the line said "steps 20 -> 12", and the run ended without a step).
+        A run not resumed whose model.path is a checkpoint then says which step's weights
+        it read (`model_source.weights_lines`)."""
         if not self.env.is_main:
             return
         # `root`: the step dir, or a bare dist_ckpt's own dir (one without step_dir)
@@ -305,7 +320,9 @@ class TrainingRun:
         if self.resume is not None and self.start >= self.stop:
             left = nothing_left_line(self.resume.root, self.start, self.cfg, self.total_steps)
             line = f"[{self.name}] {what}; {left}"
-        print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
+        read_from = weights_lines(self.cfg.model) if self.resume is None else []
+        for each in (line, *(f"[{self.name}] {said}" for said in read_from)):
+            print(printable(each), file=sys.stderr)  # the run dir's name may hold escapes
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest (and the kind

@@ -29,6 +29,8 @@ import types
 import typing
 from typing import Any
 
+from mfsdp_ckpt.errors import MfsdpError
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from trainer import verl_interpolation
 from trainer.verl_hydra_files import selected_group, selects_megatron
 from trainer.verl_inert_keys import section_of
@@ -368,7 +370,7 @@ def carry_over(
         note(raw_key, mapped, rule.why)
         out += mapped.items()
     if resume:
-        out.append(("checkpoint.resume", _resume(resume)))
+        out.append(_resume(resume))
     return out
 
 
@@ -733,17 +735,62 @@ def _takes(kind: Any, container: type) -> bool:
     return bool({kind, origin} & {list, tuple})
 
 
-def _resume(resume: dict[str, Any]) -> str:
-    """verl's resume_mode (auto | disable | resume_path) and resume_from_path ->
-    checkpoint.resume."""
+_RESUME_KEYS = "trainer.resume_mode/resume_from_path"
+
+
+def _resume(resume: dict[str, Any]) -> tuple[str, str]:
+    """verl's resume_mode (auto | disable | resume_path) and resume_from_path -> the mfsdp
+    key and value: checkpoint.resume, or for a path `_resume_path`."""
     mode, path = resume.get("resume_mode", "auto"), resume.get("resume_from_path")
     if mode == "resume_path" or (mode == "auto" and path):
         if not path:
             raise NotCarried("trainer.resume_mode=resume_path needs trainer.resume_from_path")
-        target = str(path)
-    elif mode in ("auto", "disable"):
-        target = mode
-    else:
+        return _resume_path(str(path))
+    if mode not in ("auto", "disable"):
         raise NotCarried(f"trainer.resume_mode must be auto, disable or resume_path, got {mode!r}")
-    note("trainer.resume_mode/resume_from_path", {"checkpoint.resume": target}, "")
-    return target
+    note(_RESUME_KEYS, {"checkpoint.resume": mode}, "")
+    return "checkpoint.resume", mode
+
+
+def _resume_path(path: str) -> tuple[str, str]:
+    """verl's resume_from_path, a step verl saved: mfsdp resumes only a step of its own runs
+    (`checkpoint.resume` refuses another trainer's, having no optimizer, data or step state
+    of mfsdp's in it), and starts from any checkpoint's weights (`model.path`). A path here
+    that holds another trainer's checkpoint is `model.path`; one that holds an mfsdp step,
+    or is not on this machine (a script converted away from its cluster), stays
+    `checkpoint.resume`. The note says what each starts, and what a verl step needs (the
+    conversion said `checkpoint.resume=PATH` alone, and the run refused it once started)."""
+    kind = _checkpoint_layout(path)
+    if kind is not None and kind != layout.MFSDP:
+        log.warning(
+            "note: verl's %s is model.path=%s here (in place of verl's"
+            " actor_rollout_ref.model.path, and the KL reference with it): a %s checkpoint,"
+            " whose optimizer, dataloader and step mfsdp does not resume, so the run starts"
+            " from its weights at step 0; give a trainer.run_dir other than verl's run dir",
+            _RESUME_KEYS,
+            path,
+            kind,
+        )
+        return "model.path", path
+    if kind is not None:  # an mfsdp step
+        note(_RESUME_KEYS, {"checkpoint.resume": path}, "")
+        return "checkpoint.resume", path
+    log.warning(
+        "note: verl's %s is checkpoint.resume=%s here, which resumes a step of an mfsdp run"
+        " only (no checkpoint is at that path on this machine); a verl checkpoint there is"
+        " refused: give model.path=%s instead (the run starts from its weights at step 0) and"
+        " a trainer.run_dir other than verl's run dir",
+        _RESUME_KEYS,
+        path,
+        path,
+    )
+    return "checkpoint.resume", path
+
+
+def _checkpoint_layout(path: str) -> str | None:
+    """The layout of the checkpoint at `path` (`layout.MFSDP`, verl's, Megatron-LM's, ...);
+    None where none can be read there."""
+    try:
+        return checkpoint_resolution.resolve_checkpoint(path).kind
+    except (MfsdpError, OSError):
+        return None

@@ -55,6 +55,9 @@ def run_two_ranks(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Comple
     )
 
 
+VLLM_REASON = "head_dim 16 is not one its CPU attention supports"
+
+
 def own_failure(rank: int) -> str:
     return f"step 3: rank {rank}'s own failure"
 
@@ -112,6 +115,16 @@ def raises(raising: int) -> None:
     if dist.get_rank() == raising:
         raise ValueError(own_failure(raising))
     dist.all_reduce(torch.ones(1))
+
+
+@ranks.command("vllm-refuses")
+@JSON
+def vllm_refuses() -> None:
+    """Every rank's vLLM engine refuses the model alike (a head_dim its kernels lack)."""
+    from trainer.rollout.vllm_engine import VLLMRolloutError
+
+    init_distributed("cpu")  # as a training run joins its group
+    raise VLLMRolloutError.of(VLLM_REASON)
 
 
 @ranks.command("reads-own")

@@ -347,8 +347,12 @@ def test_a_lora_checkpoint_given_as_model_path_names_its_ways_on(lora_run):
     run = lora_run / "run"
     with pytest.raises(ConfigError) as raised:
         resolve_model_source(ModelConfig(path=str(run)))
+    base = lora_run / "base"
     assert str(raised.value) == (
-        f"model.path: {run} is an mfsdp LoRA checkpoint (the adapter alone, on its base model):"
-        " to go on training it, give its run dir as trainer.run_dir (it resumes); to train"
-        f" from the merged model, `mfsdp ckpt export-hf {run} --out DIR`, then model.path=DIR"
+        f"model.path: {run} is an mfsdp LoRA checkpoint (the adapter alone, on its base model"
+        f" {base}): to go on training it with `mfsdp train sft`, which wrote it, give its run"
+        " dir as trainer.run_dir (it resumes); to train the same adapter on in a new run (of"
+        f" either trainer), `mfsdp ckpt export-hf {run} --adapter-only --out DIR`, then"
+        f" model.path={base} model.lora_adapter_path=DIR; to train from the merged model,"
+        f" `mfsdp ckpt export-hf {run} --out DIR`, then model.path=DIR"
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ from trainer.runner import (
     RunResult,
     StepHooks,
     TrainingRun,
+    check_resume_target,
     planned_steps,
     run_in_process_group,
 )
@@ -142,9 +144,10 @@ class GRPOSteps(StepHooks):
         shown = {
             "reward": f"{record['reward/mean']:.3f}",
             "len": f"{record['response/length_mean']:.0f}",
-            "kl": f"{record.get('actor/kl_loss', 0.0):.4f}",
-            "tok/s": f"{record['perf/tokens_per_s']:.0f}",
         }
+        if "actor/kl_loss" in record:  # computed with actor.use_kl_loss only: never a 0 shown
+            shown["kl"] = f"{record['actor/kl_loss']:.4f}"
+        shown["tok/s"] = f"{record['perf/tokens_per_s']:.0f}"
         if "val/accuracy" in record:
             shown["val"] = f"{record['val/accuracy']:.3f}"
         return shown
@@ -452,6 +455,19 @@ def _timed(times: dict[str, float], key: str, device: torch.device):
     times[key] = times.get(key, 0.0) + time.perf_counter() - started
 
 
+@contextmanager
+def _closed_on_failure(engine: RolloutEngine) -> Iterator[None]:
+    """Close `engine` when the block fails, while the process group still exists: vLLM's
+    shutdown tears down the group it joined, and run later, when the engine was collected
+    after `run_in_process_group` had destroyed that group, it was a traceback under the
+    run's error line. `TrainingRun.loop` closes the engine however the steps end."""
+    try:
+        yield
+    except BaseException:
+        engine.close()
+        raise
+
+
 def _build_policy(
     cfg: GRPOConfig, hf_config: Any, strategy: Strategy, env: DistEnv
 ) -> torch.nn.Module:
@@ -469,8 +485,10 @@ def _rollout_dtype(cfg: GRPOConfig, device: torch.device) -> torch.dtype:
 
 def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     """Build everything one rank's GRPO run needs, in the order each piece needs the ones
-    before it: the config and data are checked before any model is built (a bad file or
-    batch size fails before minutes of model loading), the reference's weights are hashed
+    before it: the config, the data and the step to resume (`check_resume_target`) are
+    checked before any model is built or the engine writes its model dir into the run dir
+    (a bad file, batch size or resume fails before minutes of model loading and engine
+    start-up), the reference's weights are hashed
     while the models build (`ReferenceRecord.of`), and the engine gets the actor's weights
     (`push_weights`) only after `TrainingRun.open` has resumed them, so its first rollout
     samples from the resumed actor."""
@@ -498,6 +516,8 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     total_steps = planned_steps(
         cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
     )
+    check_resume_target(GRPO_RUN, cfg, hf_config)  # before the models, the engine and its files
+    scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s, cfg.reward.kwargs)
     # hashed while the models build; LoRA: the reference is the actor with its adapter off
     # (GRPOSteps.reference_log_probs)
     reference_record = ReferenceRecord.of(cfg, lora=lora_enabled(cfg.model))
@@ -529,48 +549,48 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         fused_ops=cfg.rollout.fused_ops,
         max_num_seqs=cfg.rollout.max_num_seqs,
     )
-    scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s, cfg.reward.kwargs)
-    run = TrainingRun.open(
-        GRPO_RUN,
-        cfg,
-        env,
-        strategy=strategy,
-        model=actor,
-        optimizer=optimizer,
-        hf_config=hf_config,
-        hf_assets=write_assets,
-        batch_size=batch_size,
-        train_rows=len(train),
-        # the rows' own values, not the templated prompt ids: a template may print the date
-        rows_digest=rows_digest(
-            (row.data_source, repr(row.ground_truth), repr(row.extra_info)) for row in train
-        ),
-        prompts_digest=rows_digest(row.prompt for row in train),
-        prompt_keys_digest=rows_digest(row.prompt_keys for row in train),
-        total_steps=total_steps,
-        checks=(reference_record.check_manifest,),
-    )
-    run.announce(
-        f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
-        f"{len(train)} train prompts ({dropped} over data.max_prompt_length dropped), "
-        f"{len(val)} val"
-    )
-    steps = GRPOSteps(
-        run=run,
-        strategy=strategy,
-        actor=actor,
-        optimizer=optimizer,
-        reference=reference,
-        engine=engine,
-        scorer=scorer,
-        tokenizer=tokenizer,
-        pad_id=padding_id(tokenizer),
-        train=train,
-        val=val,
-        rollout_name=name,
-        reference_record=reference_record,
-        result=GRPOResult(run_dir=run_dir, final_step=0, resumed_from=run.resumed_from),
-    )
-    push_weights(steps)
+    with _closed_on_failure(engine):  # until the loop, which closes it however it ends
+        run = TrainingRun.open(
+            GRPO_RUN,
+            cfg,
+            env,
+            strategy=strategy,
+            model=actor,
+            optimizer=optimizer,
+            hf_config=hf_config,
+            hf_assets=write_assets,
+            batch_size=batch_size,
+            train_rows=len(train),
+            # the rows' own values, not the templated prompt ids: a template may print the date
+            rows_digest=rows_digest(
+                (row.data_source, repr(row.ground_truth), repr(row.extra_info)) for row in train
+            ),
+            prompts_digest=rows_digest(row.prompt for row in train),
+            prompt_keys_digest=rows_digest(row.prompt_keys for row in train),
+            total_steps=total_steps,
+            checks=(reference_record.check_manifest,),
+        )
+        run.announce(
+            f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
+            f"{len(train)} train prompts ({dropped} over data.max_prompt_length dropped), "
+            f"{len(val)} val"
+        )
+        steps = GRPOSteps(
+            run=run,
+            strategy=strategy,
+            actor=actor,
+            optimizer=optimizer,
+            reference=reference,
+            engine=engine,
+            scorer=scorer,
+            tokenizer=tokenizer,
+            pad_id=padding_id(tokenizer),
+            train=train,
+            val=val,
+            rollout_name=name,
+            reference_record=reference_record,
+            result=GRPOResult(run_dir=run_dir, final_step=0, resumed_from=run.resumed_from),
+        )
+        push_weights(steps)
     run.loop(steps)
     return run.finish(steps.result)

@@ -40,7 +40,11 @@ USE_HF = "use rollout.name=hf (the transformers engine)"
 
 class VLLMRolloutError(MfsdpFailedError):
     """vLLM could not run the rollout (a shape its kernels lack, a failed generate): one
-    line naming the engine and vLLM's reason, in place of vLLM's traceback."""
+    line naming the engine and vLLM's reason, in place of vLLM's traceback. Every rank of
+    a run meets it alike (each runs the same engine on the same model): rank 0 says it,
+    the others exit without their copy of the line (`MfsdpError.every_rank`)."""
+
+    every_rank = True
 
     @classmethod
     def of(cls, reason: str) -> VLLMRolloutError:
