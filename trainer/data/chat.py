@@ -7,20 +7,22 @@ prompt rendered with the generation prompt, then the response and the tokenizer'
 eos_token, each tokenized alone, the loss on the latter.
 
 Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives it to
-apply_chat_template (less its keys whose value is null): a Qwen3-style template renders
-`reasoning_content`, others `name` or `tool_calls`; a turn whose `tool_calls` the template
-does not render is refused (`refuse_unrendered_tool_calls`). Loss is taken on assistant
-tokens only, on the tokens verl's MultiTurnSFTDataset trains: every token an assistant turn
-renders to after the template's generation prompt (`add_generation_prompt=True`), its
-end-of-turn tokens included. verl reads no `{% generation %}` blocks, so neither does this:
-a template whose block held the content only, its `<|im_end|>` after the block, trained no
-end-of-turn token in any row, and the model never learned to stop. verl renders each turn
-alone; here growing prefixes of the conversation are rendered, which gives the same tokens
-wherever verl's turns rendered alone are the conversation rendered whole (its sanity
-check), and is checked: each prefix, and each generation prompt, must be a prefix of the
-tokenization after it, and templates where one is not are refused. A generation prompt a
-turn does not start with (DeepSeek-R1's `<think>`) left that turn's first tokens, or all of
-it, untrained.
+apply_chat_template (less its keys whose value is null, its content aside): a Qwen3-style
+template renders `reasoning_content`, others `name` or `tool_calls`; a turn whose
+`tool_calls` the template does not render is refused (`refuse_unrendered_tool_calls`). Loss
+is taken on assistant tokens only, on the tokens verl's MultiTurnSFTDataset trains: every
+token an assistant turn renders to after the template's generation prompt
+(`add_generation_prompt=True`), its end-of-turn tokens included. verl reads no
+`{% generation %}` blocks, so neither does this: a template whose block held the content only,
+its `<|im_end|>` after the block, trained no end-of-turn token in any row, and the model
+never learned to stop. verl renders each turn alone; here growing prefixes of the
+conversation are rendered, which gives the same tokens wherever verl's turns rendered alone
+are the conversation rendered whole (its sanity check), and is checked: each prefix, and
+each generation prompt, must be a prefix of the tokenization after it. Where a prefix is
+not, the row trains as verl trains it if verl's sanity check passes, and is refused if it
+fails (`tokenize_chat`); rows that train otherwise than in verl are marked
+(`Example.unlike_verl`) for the run to count. A generation prompt a turn does not start with
+(DeepSeek-R1's `<think>`) left that turn's first tokens, or all of it, untrained.
 
 The template is rendered here (`template_sandbox`), as transformers' apply_chat_template
 renders it but with every value it makes bounded by what the row's token limit
@@ -35,8 +37,9 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mfsdp_ckpt.check.printable import error_line
@@ -44,6 +47,13 @@ from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.table_kinds import table_kind_hint
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
+from trainer.data.verl_turns import (
+    NOT_RENDERED,
+    TemplatePrompts,
+    template_prompts,
+    unlike_verl,
+    verl_row,
+)
 
 # A chat template renders a row in milliseconds; one that loops (three nested
 # `range(100000)`) rendered the first row for ever.
@@ -162,6 +172,9 @@ class Example:
     prompt: tuple[str, ...] = ()
     # those turns' other keys with a value (`turn_keys_texts`), digested apart from `prompt`
     prompt_keys: tuple[str, ...] = ()
+    # how verl's MultiTurnSFTDataset trains the row otherwise (`verl_turns.unlike_verl`):
+    # "" where it trains it alike, which the run says for the rows where it does not
+    unlike_verl: str = ""
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -190,11 +203,11 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
     _refuse_template_arguments(row)
     if _has_messages(row, columns):
-        messages = checked_turns(row[columns.messages])
+        messages = checked_turns(row[columns.messages], tool_calls_without_content=True)
     elif columns.prompt in row and columns.response in row:
         prompt = _field(row, columns.prompt, columns.prompt_fields)
         turns = (
-            checked_turns(prompt)
+            checked_turns(prompt, tool_calls_without_content=True)
             if isinstance(prompt, (list, tuple))
             else [{"role": "user", "content": _text(prompt, columns.prompt, "prompt")}]
         )
@@ -277,14 +290,17 @@ def _kind(value: Any) -> str:
     return "null" if value is None else f"a {type(value).__name__}"
 
 
-def checked_turns(turns: Any) -> list[dict]:
+def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> list[dict]:
     """Chat turns as a chat template needs them: a list of turns whose role and content are
     text, each passed on whole (a copy of it, its values as the data file holds them), as
     verl's MultiTurnSFTDataset passes them: keeping only role and content trained without
     the `reasoning_content` (or `name`, `tool_calls`, ...) a template renders. A string
     was iterated as turns (one per character), and content that is a number or a list of
     parts (OpenAI's multimodal form) made the template raise TypeError: a traceback in the
-    rank instead of the row's name."""
+    rank instead of the row's name. With `tool_calls_without_content`, a turn with
+    `tool_calls` may have null content, as OpenAI's API writes a turn that only calls tools
+    and verl passes it to the template (Qwen2.5's renders the calls alone); its caller then
+    reads such content as None."""
     if not isinstance(turns, (list, tuple)):
         raise ChatFormatError(
             f"chat turns must be a list of {{role, content}}, found {type(turns).__name__}"
@@ -293,20 +309,24 @@ def checked_turns(turns: Any) -> list[dict]:
     for turn in turns:
         if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
             raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r:.200}")
-        if not isinstance(turn["role"], str) or not isinstance(turn["content"], str):
+        content = turn["content"]
+        calls_tools = tool_calls_without_content and content is None and turn.get("tool_calls")
+        if not isinstance(turn["role"], str) or not (isinstance(content, str) or calls_tools):
             raise ChatFormatError(
-                f"a chat turn's role and content must be text, found {turn!r:.200}"
+                f"a chat turn's role and content must be text (content may be null only"
+                f' in a turn with tool_calls; write "" for an empty one), found {turn!r:.200}'
             )
         _check_role(turn["role"])
     return [dict(turn) for turn in turns]
 
 
 def _given_keys(turn: dict) -> dict:
-    """A turn's keys that a chat template sees: those with a value. Leaving out a key whose
+    """A turn's keys that a chat template sees: those with a value, and its content, null
+    too (a turn that only calls tools), as verl passes it. Leaving out another key whose
     value is null is mfsdp's choice (transformers, and so verl, pass it on as None): a
     parquet struct column gives every turn each key some turn has, null where the turn has
     none, and a template testing `is defined` rendered `None` into the training text."""
-    return {key: value for key, value in turn.items() if value is not None}
+    return {key: value for key, value in turn.items() if value is not None or key == "content"}
 
 
 def _template_turns(turns: Iterable[dict]) -> list[dict]:
@@ -321,8 +341,9 @@ def turn_texts(turns: Iterable[dict]) -> tuple[str, ...]:
     file says it, for the resume digest (`Example.prompt`), in the form checkpoints have
     always recorded. A template may print the date (Llama 3's system header), so its tokens
     differ from day to day where the text does not. The turns' other keys have a digest of
-    their own (`turn_keys_texts`)."""
-    return tuple(text for turn in turns for text in (turn["role"], turn["content"]))
+    their own (`turn_keys_texts`). A null content (a turn that only calls tools) is empty
+    text: its calls are among those keys."""
+    return tuple(text for turn in turns for text in (turn["role"], turn["content"] or ""))
 
 
 def turn_keys_texts(turns: Iterable[dict]) -> tuple[str, ...]:
@@ -542,12 +563,18 @@ def refuse_unrendered_tool_calls(
     ignores them (the tiny model's) trained an assistant turn that called a tool as an
     empty reply, the call left out. Other keys a template ignores are left to it, as verl
     leaves them. A row with tool_calls costs one render more, however many turns call a
-    tool (a render per such turn made a row of dozens of calls cost dozens of renders)."""
+    tool (a render per such turn made a row of dozens of calls cost dozens of renders). A
+    template that cannot render the turns without their calls renders the calls (Qwen2.5's
+    adds an assistant turn's content to a string unless the turn has calls: a null
+    content, which a turn that only calls tools has, raises there)."""
     calling = [turn for turn in turns if turn.get("tool_calls")]
     if not calling:
         return
     without = [{key: value for key, value in turn.items() if key != "tool_calls"} for turn in turns]
-    rendered = chat_ids(tokenizer, without, limit, add_generation_prompt=add_generation_prompt)
+    try:
+        rendered = chat_ids(tokenizer, without, limit, add_generation_prompt=add_generation_prompt)
+    except ChatFormatError:  # it renders them: without them it took another branch, and failed
+        return
     if rendered["text"] == text:
         turn = calling[0]
         raise ChatFormatError(
@@ -562,9 +589,13 @@ def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Exam
     each assistant turn's tokens after the template's generation prompt, through its end of
     turn, whatever `{% generation %}` blocks the template has (verl reads none). A turn's
     tokens are what the conversation up to it, rendered with the generation prompt, leaves
-    of the conversation rendered through it. A template that renders a turn otherwise once
-    later turns follow, or whose generation prompt is not how it starts an assistant turn,
-    is refused: its turns cannot be told apart."""
+    of the conversation rendered through it (`_assistant_mask`). Where a template renders a
+    turn otherwise once later turns follow, prefixes cannot tell the turns apart: the row
+    trains as verl trains it (`verl_turns.verl_row`) where verl's turns rendered one at a
+    time are the chat rendered whole (Qwen3's `[user, assistant, user]`), and is refused
+    where they are not either, as verl refuses it. A row that trains otherwise than in verl
+    says how (`Example.unlike_verl`): Qwen3's `[user, assistant]`, which verl refuses, trains
+    here as the template renders it whole, its empty think block a target."""
 
     def rendered(turns: list[dict], add_generation_prompt: bool) -> dict[str, Any]:
         return chat_ids(tokenizer, turns, limit, add_generation_prompt=add_generation_prompt)
@@ -572,31 +603,111 @@ def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Exam
     whole = rendered(messages, False)
     refuse_unrendered_tool_calls(tokenizer, messages, limit, whole["text"])
     full = whole["input_ids"]
+    try:
+        ids = lambda turns, prompt: rendered(turns, prompt)["input_ids"]  # noqa: E731
+        verl = verl_row(ids, messages, full, _template_prompts(tokenizer, ids))
+    except ChatFormatError:  # verl's __getitem__ raises on the row
+        verl = NOT_RENDERED
+    try:
+        mask = _assistant_mask(tokenizer, messages, full, rendered, limit.template)
+    except _NotByPrefix as split:
+        if not verl.trained:
+            why = (
+                "its turns rendered one at a time are not the chat rendered whole (its sanity"
+                " check, data.ignore_input_ids_mismatch false)"
+                if verl.input_ids
+                else "the template cannot render each of its turns alone"
+            )
+            raise ChatFormatError(
+                f"{limit.template} does not render conversations prefix by prefix (turn"
+                f" {split.turn} renders otherwise once later turns follow), so its assistant"
+                f" turns cannot be told apart; verl's MultiTurnSFTDataset refuses such a chat"
+                f" too: {why}"
+            ) from None
+        return Example(full, verl.loss_mask)
+    return Example(full, mask, unlike_verl=unlike_verl(verl, mask))
+
+
+# Each tokenizer's `TemplatePrompts`, found at its first row (not kept past the tokenizer)
+_PROMPTS: weakref.WeakKeyDictionary[Any, TemplatePrompts] = weakref.WeakKeyDictionary()
+
+
+def _template_prompts(
+    tokenizer: Any, ids: Callable[[list[dict], bool], list[int]]
+) -> TemplatePrompts:
+    """`template_prompts` of `tokenizer`'s chat template, rendered once per tokenizer."""
+    prompts = _PROMPTS.get(tokenizer)
+    if prompts is None:
+        prompts = _PROMPTS[tokenizer] = template_prompts(ids)
+    return prompts
+
+
+class _NotByPrefix(Exception):
+    """Assistant turn `turn` (1-based) of a chat renders otherwise once later turns follow."""
+
+    def __init__(self, turn: int) -> None:
+        super().__init__(turn)
+        self.turn = turn
+
+
+Rendered = Callable[[list[dict], bool], dict[str, Any]]
+
+
+def _assistant_mask(
+    tokenizer: Any, messages: list[dict], full: list[int], rendered: Rendered, template: str
+) -> list[int]:
+    """The loss mask of `full` (`messages` rendered whole) from growing prefixes: 1 on each
+    assistant turn's tokens after the generation prompt. _NotByPrefix where a prefix through
+    an assistant turn is not the start of `full`; ChatFormatError where the generation
+    prompt is not how the template starts an assistant turn."""
     mask = [0] * len(full)
     for index, turn in enumerate(messages):
         if turn["role"] != "assistant":
             continue
-        prompt = rendered(messages[:index], True)
         through = rendered(messages[: index + 1], False)
         if full[: len(through["input_ids"])] != through["input_ids"]:
-            raise ChatFormatError(
-                f"{limit.template} does not render conversations prefix by prefix (turn"
-                f" {index + 1} renders otherwise once later turns follow, as Qwen3's drops an"
-                " earlier turn's reasoning), so its assistant turns cannot be told apart; verl's"
-                " MultiTurnSFTDataset refuses such a chat too (data.ignore_input_ids_mismatch"
-                " false): rows whose only assistant turn is the last train with it"
-            )
+            raise _NotByPrefix(index + 1)
+        if index:
+            prompt = rendered(messages[:index], True)
+        else:
+            prompt = _opening_prompt(tokenizer, through, rendered, template)
         start = _reply_start(tokenizer, prompt, through)
         if start is None:
             raise ChatFormatError(
-                f"{limit.template}: its generation prompt (add_generation_prompt=True) is not"
+                f"{template}: its generation prompt (add_generation_prompt=True) is not"
                 f" how it renders the start of assistant turn {index + 1} (DeepSeek-R1's adds"
                 " `<think>`, which its turns leave out), so that turn's tokens cannot be told"
                 " apart; make the generation prompt the start of its assistant turns"
             )
         for position in range(start, len(through["input_ids"])):
             mask[position] = 1
-    return Example(full, mask)
+    return mask
+
+
+def _opening_prompt(
+    tokenizer: Any, through: dict[str, Any], rendered: Rendered, template: str
+) -> dict[str, Any]:
+    """What precedes the reply of an assistant turn that opens the chat (a greeting), as
+    `rendered` gives it (`text`, `input_ids`). The conversation before it is empty, no
+    text, and is not rendered: Qwen2.5's and Llama 3.1's templates read `messages[0]` and
+    raise on an empty list, which refused such a row as a template that cannot render it.
+    The turn's own rendering, `through`, is read up to the end of the template's generation
+    prompt (what `add_generation_prompt=True` adds to a chat of one empty user turn, as verl
+    finds it), so that the system prompt a template puts first is no target. verl trains
+    it: its mask leaves out only the generation prompt's length of the turn's first
+    tokens, which there are the system prompt's (`verl_turns.MASKED`)."""
+    empty = [{"role": "user", "content": ""}]
+    bare, prompted = rendered(empty, False)["text"], rendered(empty, True)["text"]
+    generation = prompted[len(bare) :] if prompted.startswith(bare) else ""
+    at = through["text"].find(generation) if generation else -1
+    if at < 0:
+        raise ChatFormatError(
+            f"{template}: the chat opens with an assistant turn, and the template's generation"
+            f" prompt ({generation!r}) is not in how it renders that turn, so its reply cannot"
+            " be told apart; open the chat with a user or system turn"
+        )
+    text = through["text"][: at + len(generation)]
+    return {"text": text, "input_ids": list(_encoded(tokenizer, text)["input_ids"])}
 
 
 def _reply_start(tokenizer: Any, prompt: dict[str, Any], through: dict[str, Any]) -> int | None:
@@ -630,7 +741,15 @@ def truncate(example: Example, max_length: int, mode: str, where: str) -> Exampl
             "data.truncation=left|right)"
         )
     if mode == "left":
-        return Example(example.input_ids[-max_length:], example.loss_mask[-max_length:])
+        return replace(
+            example,
+            input_ids=example.input_ids[-max_length:],
+            loss_mask=example.loss_mask[-max_length:],
+        )
     if mode == "right":
-        return Example(example.input_ids[:max_length], example.loss_mask[:max_length])
+        return replace(
+            example,
+            input_ids=example.input_ids[:max_length],
+            loss_mask=example.loss_mask[:max_length],
+        )
     raise ValueError(f"data.truncation: unknown mode {mode!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -20,6 +21,7 @@ from trainer.data.chat import (
     turn_texts,
 )
 from trainer.data.files import RowOrigins, read_rows_with_origins
+from trainer.data.verl_turns import MASKED, UNTRAINED
 from trainer.progress import item_bar
 
 log = logging.getLogger("mfsdp.data")
@@ -41,7 +43,7 @@ def tokenize_rows(
         tuple(cfg.prompt_dict_keys),
         tuple(cfg.response_dict_keys),
     )
-    examples, untrained = [], []
+    examples, untrained, unlike_verl = [], [], []
     limit = row_limit(
         tokenizer,
         "data.max_length",
@@ -57,12 +59,61 @@ def tokenize_rows(
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
         if kept.num_targets == 0:
             untrained.append((where(index), kept is not example))
+        if kept.unlike_verl:
+            unlike_verl.append((where(index), kept.unlike_verl))
         prompt = [turn for turn in messages if turn["role"] != "assistant"]
         examples.append(
             replace(kept, prompt=turn_texts(prompt), prompt_keys=turn_keys_texts(prompt))
         )
     _say_untrained(untrained, len(examples), cfg)
+    _say_unlike_verl(unlike_verl, len(examples))
     return examples
+
+
+# How rows train otherwise than in verl's MultiTurnSFTDataset (`Example.unlike_verl`): the
+# verb for one row and for more, then the rest of the sentence
+_UNLIKE_VERL = {
+    UNTRAINED: (
+        ("trains", "train"),
+        " here though verl's MultiTurnSFTDataset refuses such rows: rendered one turn at a"
+        " time they are not the chat rendered whole (Qwen3's template gives the last"
+        " assistant turn an empty <think> block), or the template cannot render a turn"
+        " alone; here they train as the template renders the whole chat, such a block a"
+        " target",
+    ),
+    MASKED: (
+        ("trains", "train"),
+        " other tokens than verl's MultiTurnSFTDataset: it leaves untrained only the"
+        " generation prompt's length of each assistant turn rendered alone, which in a chat"
+        " opening with an assistant turn is the system prompt the template puts first; here"
+        " each assistant turn trains from after its generation prompt",
+    ),
+}
+
+
+def _say_unlike_verl(unlike: list[tuple[str, str]], rows: int) -> None:
+    """One note, on the main rank, of how many rows train otherwise than verl's
+    MultiTurnSFTDataset trains them, and how, naming the first of each kind: a run ported
+    from verl trained other targets than it did there, and nothing said so."""
+    if not unlike or not _main_rank():
+        return
+    said = []
+    for kind, ((one, more), how) in _UNLIKE_VERL.items():
+        named = [where for where, unlike_kind in unlike if unlike_kind == kind]
+        if named:
+            verb = one if len(named) == 1 else more
+            said.append(f"{len(named)} of {_rows(rows)} (first {named[0]}) {verb}{how}")
+    log.warning("note: %s (docs/verl.md)", "; ".join(said))
+
+
+def _main_rank() -> bool:
+    """Whether this process is the launch's first rank (torchrun's RANK), or not launched."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _rows(count: int, which: str = "") -> str:
+    """`1 row`, `2 rows`, with `which` (`more `) before the noun."""
+    return f"{count} {which}row{'' if count == 1 else 's'}"
 
 
 def _say_untrained(untrained: list[tuple[str, bool]], rows: int, cfg: DataConfig) -> None:
@@ -84,7 +135,13 @@ def _say_untrained(untrained: list[tuple[str, bool]], rows: int, cfg: DataConfig
         raise ChatFormatError(
             f"{first}: {what}, and so does every other row: nothing to learn; {remedy}"
         )
-    log.warning("note: %s %s (+%d more rows): they train nothing", first, what, len(untrained) - 1)
+    if not _main_rank():
+        return
+    if len(untrained) == 1:
+        log.warning("note: %s %s: it trains nothing", first, what)
+    else:
+        more = _rows(len(untrained) - 1, "more ")
+        log.warning("note: %s %s (and %s): they train nothing", first, what, more)
 
 
 def load_sft_splits(

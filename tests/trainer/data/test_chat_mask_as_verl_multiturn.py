@@ -115,7 +115,7 @@ def test_a_template_dropping_earlier_reasoning_is_refused_as_verl_refuses_it():
     said = str(err.value)
     assert "does not render conversations prefix by prefix (turn 3 renders otherwise" in said
     assert "verl's MultiTurnSFTDataset refuses such a chat too" in said
-    assert "rows whose only assistant turn is the last train with it" in said
-    # as the line says: the single-turn row trains
+    assert "its turns rendered one at a time are not the chat rendered whole" in said
+    # the single-turn row trains, as in verl: its one turn renders alike alone and whole
     example = tokenize_chat(tokenizer, CHATS[1], limit)
     assert sum(example.loss_mask) > 0
