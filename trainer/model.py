@@ -28,7 +28,7 @@ from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_con
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
 from trainer.finite_weights import refuse_nonfinite_weights
-from trainer.hf_files import save_hf_files
+from trainer.hf_files import keep_tokenizer_files, save_hf_files
 from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
@@ -39,6 +39,7 @@ from trainer.model_assets import (
     check_chat_template_value,
     copied_generation_config,
     generation_config_bytes,
+    tokenizer_files,
 )
 from trainer.model_code import (
     SUPPORTED_FAMILIES,
@@ -215,6 +216,8 @@ def load_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
             " is a chat (messages, or a prompt of them); set model.tokenizer=DIR to one"
             " that has a template (its tokenizer_config.json or chat_template.jinja)"
         )
+    # each checkpoint ships these files as they are, not transformers' re-save of them
+    keep_tokenizer_files(tokenizer, tokenizer_files(source, model_source))
     return tokenizer
 
 
@@ -455,10 +458,11 @@ def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) ->
 def write_hf_assets(
     target: Path, config: Any, tokenizer: PreTrainedTokenizerBase, model_path: str | None
 ) -> None:
-    """config.json, tokenizer files and generation_config.json: what export needs besides
-    weights (`hf_files.save_hf_files`: a failure names the file). The model's
-    generation_config.json is copied only as a checked asset (`trainer.model_assets`):
-    never through a link out of its dir, never unbounded."""
+    """config.json, tokenizer files (those the tokenizer was read from, as they are) and
+    generation_config.json: what export needs besides weights (`hf_files.save_hf_files`: a
+    failure names the file). The model's generation_config.json is copied only as a
+    checked asset (`trainer.model_assets`): never through a link out of its dir, never
+    unbounded."""
     save_hf_files(target, config, tokenizer, copied_generation_config(model_path))
 
 

@@ -17,6 +17,11 @@ generation_config.json one transformers builds its GenerationConfig from
 (`mfsdp_ckpt.format.generation_config`): `max_new_tokens: -5` was carried into every
 checkpoint, whose exports then did not load.
 
+Each checkpoint ships the tokenizer dir's own files as they are (`tokenizer_files`), as
+import-hf copies them: saved again through transformers, tokenizer_config.json gained the
+load settings `"is_local": true` and `"local_files_only": true` (in a file a user publishes
+with the model), a Qwen2 one's tokenizer_class changed, and tokenizer.json was rewritten.
+
 What is refused is one line naming the file, as a usage error (exit 2), as config.json's own
 errors are: in the launching process before anything starts (`check_model_files`), and again
 where a rank reads the file; so too a chat template that is no text, or named templates none
@@ -39,13 +44,14 @@ from mfsdp_ckpt.convert.asset_rewrites import generation_config_note, generation
 from mfsdp_ckpt.convert.export_source import (
     MAX_JSON_ASSET_BYTES,
     MAX_JSON_ASSET_CONTAINERS,
+    asset_files,
     check_generation_config,
     check_json_asset,
     check_local_assets,
 )
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
-from mfsdp_ckpt.format.model_files import CHAT_TEMPLATES_DIR
+from mfsdp_ckpt.format.model_files import CHAT_TEMPLATES_DIR, HF_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import parse_json
@@ -60,6 +66,19 @@ CHAT_TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_KEY = "chat_template"
 DEFAULT_TEMPLATE = "default"
+# The model files (`is_model_file`) that are no tokenizer's: the model's config and
+# generation config (a checkpoint writes its own) and a multimodal processor's files
+# (chat_template.json is a processor's template; a tokenizer reads chat_template.jinja)
+_NOT_TOKENIZER_FILES = frozenset(
+    {
+        HF_CONFIG_FILE,
+        GENERATION_CONFIG_FILE,
+        "chat_template.json",
+        "preprocessor_config.json",
+        "processor_config.json",
+        "video_preprocessor_config.json",
+    }
+)
 
 
 def check_asset_dir(directory: Path, source: ModelSource | None) -> None:
@@ -67,6 +86,18 @@ def check_asset_dir(directory: Path, source: ModelSource | None) -> None:
     or tokenizer dir of the run whose model comes from `source`): see the module docstring."""
     with _usage_error():
         check_local_assets(directory, _checkpoint_of(directory, source))
+
+
+def tokenizer_files(directory: Path, source: ModelSource | None) -> dict[str, bytes]:
+    """The tokenizer files of `directory` (a tokenizer dir of the run whose model comes from
+    `source`), name -> bytes, read as import-hf reads the model files it copies
+    (`asset_files`: regular files that resolve inside the dir, or the checkpoint for its own
+    huggingface/, bounded in size): what each checkpoint of the run ships as they are.
+    Read once, as the tokenizer is loaded, so every checkpoint has the files it trained
+    with, even if the dir changes or goes during the run."""
+    with _usage_error():
+        assets = asset_files(str(directory), "local", _checkpoint_of(directory, source))
+        return {name: load() for name, load in assets.items() if name not in _NOT_TOKENIZER_FILES}
 
 
 def read_json_asset(path: Path) -> Any:
