@@ -33,7 +33,6 @@ from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.lora import (
-    BaseModelRecord,
     parse_adapter_key,
     peft_target_modules,
     read_base_model,
@@ -54,7 +53,12 @@ from trainer.lora_adapter_dir import (
 )
 from trainer.lora_targets import named_exclusions, named_targets, refuse_untrainable_targets
 from trainer.resume import ResumeMismatchError
-from trainer.weights_record import WeightsRecord, agreed_mismatch, writes_manifests
+from trainer.weights_record import (
+    WeightsRecord,
+    agreed_mismatch,
+    weights_remedy,
+    writes_manifests,
+)
 
 
 @dataclass
@@ -352,24 +356,6 @@ def _setting_of(key: str, paths: CheckpointPaths) -> str:
     return f"set by {KEY}; {record} records {KEY}={started_from}"
 
 
-def _base_remedy(trained_on: BaseModelRecord, base_path: str | None) -> str:
-    """What lets a resume refused for another base (`base_mismatch`) go on, given the base
-    its adapter was trained on and this run's `model.path`. Where model.path already is
-    that dir, its files changed since the step was saved: only restoring them helps (telling
-    the user to set model.path to it would send them round in a circle). A random init is
-    drawn again from its seed alone."""
-    fresh = "or use a new trainer.run_dir to start over"
-    if trained_on.random_init or trained_on.path is None:
-        return (
-            f"resume on the random init it was trained on (trainer.seed={trained_on.seed},"
-            f" no weights loaded: model.path unset or model.random_init=true), {fresh}"
-        )
-    here = str(Path(base_path).resolve()) if base_path is not None else None
-    if here == trained_on.path:
-        return f"so its files changed since this step was saved: restore them, {fresh}"
-    return f"set model.path={trained_on.path} (the base it was trained on), {fresh}"
-
-
 class AdapterState:
     """The checkpoint's `model` entry for a LoRA run: the trainable (adapter) parameters only,
     as sharded DTensors; the frozen base comes back from the base model when the run is built.
@@ -431,9 +417,8 @@ class AdapterState:
         if problem is not None:
             trained_on = read_base_model(manifest, str(paths.manifest))
             assert trained_on is not None  # manifest.base_model is, and from_json checked it
-            raise ResumeMismatchError(
-                f"{paths.manifest}: {problem}; {_base_remedy(trained_on, self.setup.base_path)}"
-            )
+            remedy = weights_remedy(trained_on, self.setup.base_path, "the base it was trained on")
+            raise ResumeMismatchError(f"{paths.manifest}: {problem}; {remedy}")
 
     def manifest_fields(self) -> dict[str, Any]:
         base = self.setup.base.result()

@@ -359,9 +359,13 @@ def bar_postfix(metrics: dict[str, Any]) -> dict[str, str]:
     short enough for one terminal line; GRPO shows its own (`GRPOSteps.bar_postfix`). The
     train/ and perf/tokens_per_s keys are in every step's record; val/loss is there only on
     a step that ran validation and perf/mfu is None without a known peak, so both are
-    shown only when they have a value."""
+    shown only when they have a value. A batch whose rows train no token (each named in a
+    note as the data was read) has no loss: its step still runs, as verl's does (weight
+    decay, the optimizer's moments), and its line says why it shows none ("loss=0.0000"
+    read as a perfect fit)."""
+    no_targets = metrics.get("train/loss_tokens") == 0
     shown = {
-        "loss": f"{metrics['train/loss']:.4f}",
+        "loss": "- (no target tokens)" if no_targets else f"{metrics['train/loss']:.4f}",
         "lr": f"{metrics['train/lr']:.2e}",
         "gnorm": f"{metrics['train/grad_norm']:.3f}",
         "tok/s": f"{metrics['perf/tokens_per_s']:.0f}",

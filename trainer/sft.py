@@ -42,6 +42,7 @@ from trainer.runner import (
     RunResult,
     StepHooks,
     TrainingRun,
+    check_resume_target,
     planned_steps,
     run_in_process_group,
 )
@@ -214,11 +215,11 @@ def run_sft(cfg: SFTConfig) -> SFTResult:
 def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     """Build everything one rank's SFT run needs, in the order each piece needs the ones before
     it: the config and data are checked before any model is built (a bad file fails in
-    seconds, not after minutes of loading), and `TrainingRun.open` checks a resume against
-    the rows as tokenized now. The throughput figures use the usual training FLOPs: 6 per
-    matmul parameter per token (2 forward, 4 backward), and for attention 6 x layers x
-    attention width x the sum of each document's squared length (packed documents do not
-    attend to each other)."""
+    seconds, not after minutes of loading), so is the step to resume (`check_resume_target`),
+    and `TrainingRun.open` checks a resume against the rows as tokenized now. The throughput
+    figures use the usual training FLOPs: 6 per matmul parameter per token (2 forward, 4
+    backward), and for attention 6 x layers x attention width x the sum of each document's
+    squared length (packed documents do not attend to each other)."""
     _check_sft_data(cfg)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
@@ -232,6 +233,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     total_steps = planned_steps(
         cfg, "data.global_batch_size", batch_size, len(train), "training rows"
     )
+    check_resume_target(SFT_RUN, cfg, hf_config)  # before the model is built
     strategy = make_strategy(cfg.strategy, env)
     model = strategy.wrap(build_model(cfg.model, hf_config, env.device, cfg.trainer.seed))
     optimizer = strategy.build_optimizer(model, cfg.optim)

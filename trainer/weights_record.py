@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 
 import torch.distributed as dist
 
@@ -83,3 +84,22 @@ def agreed_mismatch(
         dist.broadcast_object_list(verdict, src=0)
         problem = verdict[0]
     return problem
+
+
+def weights_remedy(recorded: BaseModelRecord, model_path: str | None, role: str) -> str:
+    """What lets a resume refused for other weights than the checkpoint `recorded` go on
+    (`agreed_mismatch`), `role` naming those weights ("the base it was trained on", "its KL
+    reference"), given this run's `model.path`. Where model.path already is that dir, its
+    files changed since the step was saved: only restoring them helps (telling the user to
+    set model.path to it sent them round in a circle). A random init is drawn again from
+    its seed alone."""
+    fresh = "or use a new trainer.run_dir to start over"
+    if recorded.random_init or recorded.path is None:
+        return (
+            f"resume on the random init it was trained on (trainer.seed={recorded.seed},"
+            f" no weights loaded: model.path unset or model.random_init=true), {fresh}"
+        )
+    here = str(Path(model_path).resolve()) if model_path is not None else None
+    if here == recorded.path:
+        return f"so its files changed since this step was saved: restore them, {fresh}"
+    return f"set model.path={recorded.path} ({role}), {fresh}"

@@ -68,8 +68,8 @@ def test_other_weights_in_model_path_are_refused_and_the_same_resume(stopped, tm
     assert str(refused.value) == (
         f"{run}/global_step_1/manifest.json: the checkpoint's KL reference (actor.use_kl_loss)"
         f" was the weights in {current}; in this run's model.path {current}, model.safetensors"
-        " has other bytes of the same size (xxh3_128 differs); set model.path to those weights"
-        " (or a new trainer.run_dir to start over)"
+        " has other bytes of the same size (xxh3_128 differs); so its files changed since this"
+        " step was saved: restore them, or use a new trainer.run_dir to start over"
     )
     assert not (run / "global_step_2").exists()
     result = run_grpo(grpo_config(data, run, f"model.path={current}"))  # A again: resumes

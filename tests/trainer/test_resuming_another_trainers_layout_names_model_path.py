@@ -68,3 +68,16 @@ def test_a_bare_mcore_dist_ckpt_is_named_as_one_without_manifest(made, tmp_path)
         " training run: "
     ), message
     assert message.endswith(f"give model.path={root / 'mcore'} instead of checkpoint.resume")
+
+
+def test_the_refusal_comes_before_the_model_is_built(made, tmp_path):
+    """Refused before any weight is read (minutes on a large model): a model dir whose
+    weights file is damaged is not reached."""
+    root, model, data = made
+    damaged = tmp_path / "damaged"
+    shutil.copytree(model, damaged)
+    for weights in damaged.glob("*.safetensors"):
+        weights.write_bytes(weights.read_bytes()[:64])
+    given = f"checkpoint.resume={root / 'verl'}"
+    message = _refused(data, tmp_path / "run", given, f"model.path={damaged}")
+    assert message.endswith("instead of checkpoint.resume"), message

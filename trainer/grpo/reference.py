@@ -27,7 +27,12 @@ from mfsdp_ckpt.lora import BaseModelRecord, describe_base_model
 from trainer.grpo.config import GRPOConfig
 from trainer.model_source import resolve_model_source
 from trainer.resume import ResumeMismatchError
-from trainer.weights_record import WeightsRecord, agreed_mismatch, writes_manifests
+from trainer.weights_record import (
+    WeightsRecord,
+    agreed_mismatch,
+    weights_remedy,
+    writes_manifests,
+)
 
 INFO_KEY = "reference_model"
 
@@ -72,17 +77,18 @@ class ReferenceRecord:
         recorded = manifest.info.get(INFO_KEY) if manifest is not None else None
         if self.weights is None or not isinstance(recorded, dict) or "files" not in recorded:
             return
+        source = f"{paths.manifest}: info.{INFO_KEY}"
         problem = agreed_mismatch(
-            lambda: recorded_weights(recorded, f"{paths.manifest}: info.{INFO_KEY}"),
+            lambda: recorded_weights(recorded, source),
             self.weights,
             trained="the checkpoint's KL reference (actor.use_kl_loss) was",
             here="this run's model.path",
         )
         if problem is not None:
-            raise ResumeMismatchError(
-                f"{paths.manifest}: {problem}; set model.path to those weights"
-                " (or a new trainer.run_dir to start over)"
+            remedy = weights_remedy(
+                recorded_weights(recorded, source), self.source["path"], "its KL reference"
             )
+            raise ResumeMismatchError(f"{paths.manifest}: {problem}; {remedy}")
 
 
 def recorded_weights(recorded: dict[str, Any], source: str) -> BaseModelRecord:
