@@ -15,7 +15,6 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.asset_rewrites import rewrite_assets
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.hf_config import (
-    MAX_LAYERS,
     ExpectedWeights,
     HFConfigError,
     check_geometry,
@@ -605,24 +604,20 @@ def config_json_location(asset_location: str) -> str:
     return f"{asset_location} config.json"
 
 
-def load_copied_config(
-    copy: Path, asset_location: str, max_layers: int = MAX_LAYERS
-) -> JsonConfig | PretrainedConfig:
+def load_copied_config(copy: Path, asset_location: str) -> JsonConfig | PretrainedConfig:
     """`load_config` of the config.json copied to `copy` from `asset_location`; an error
     names where it came from, not the copy (exit 2)."""
     try:
-        return load_config(copy, max_layers)
+        return load_config(copy)
     except HFConfigError as err:
         where = config_json_location(asset_location)
         raise ExportUsageError(str(err).replace(str(copy), where)) from None
 
 
-def load_config(
-    path: str | os.PathLike, max_layers: int = MAX_LAYERS
-) -> JsonConfig | PretrainedConfig:
+def load_config(path: str | os.PathLike) -> JsonConfig | PretrainedConfig:
     """A `JsonConfig` when hf_shapes knows the family and every number it needs is in
     the file; otherwise (or for any problem with the file) transformers' config. Sizes
-    that are not positive, do not divide, or claim more than `max_layers` layers are
+    that are not positive, do not divide, or claim more than `hf_config.MAX_LAYERS` layers are
     refused (HFConfigError) before any name is generated from them."""
     try:
         data = read_config_json(path)[1]  # a regular file, bounded: never a FIFO or /dev/zero
@@ -630,15 +625,13 @@ def load_config(
         data = None
     if not isinstance(data, dict):
         return load_hf_config(path)
-    return json_config(data, path, max_layers) or load_hf_config(path)
+    return json_config(data, path) or load_hf_config(path)
 
 
-def json_config(
-    data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS
-) -> JsonConfig | None:
+def json_config(data: dict, where: str | os.PathLike) -> JsonConfig | None:
     """config.json data as a `JsonConfig` (its sizes checked first), or None when
     hf_shapes does not know the family or a number it needs is missing."""
-    check_geometry(data, where, max_layers)
+    check_geometry(data, where)
     shapes = hf_state_dict_shapes(data)
     return None if shapes is None else JsonConfig(**data, hf_shapes=shapes)
 

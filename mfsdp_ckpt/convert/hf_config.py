@@ -236,9 +236,9 @@ MAX_EXPERTS = 1 << 14
 EXPERT_KEYS = ("num_experts", "num_local_experts")
 
 
-def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS) -> None:
+def check_geometry(data: dict, where: str | os.PathLike) -> None:
     """HFConfigError (one line naming the key) unless the sizes config.json gives are
-    positive integers that divide as attention needs, with at most `max_layers` layers.
+    positive integers that divide as attention needs, with at most MAX_LAYERS layers.
     Checked before any name or shape is generated from them."""
     for key in SIZE_KEYS:
         value = data.get(key)
@@ -249,8 +249,8 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
                 f"{where}: {key} must be a positive integer below 2**63 (int64), got {value!r:.80}"
             )
     layers = data.get("num_hidden_layers")
-    if layers is not None and layers > max_layers:
-        raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {max_layers} allowed")
+    if layers is not None and layers > MAX_LAYERS:
+        raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {MAX_LAYERS} allowed")
     for key in EXPERT_KEYS:
         experts = data.get(key)
         if experts is None:
