@@ -16,13 +16,17 @@ call, a call of a computed callable, a global the pickle computes, a write into 
 object, or a mere reference to a global of the modules that reach the operating system or
 the interpreter (`saved_objects`' list, which Megatron args are read under too) is code a
 stock load runs: an error. A call shaped like an enum member's pickle (a class called
-with one int or str) of an unknown class is a warning, the class not being imported here
-to tell; in Megatron-LM's `args`, which holds enums of its own classes, it is taken as
-the Namespace reader takes it, as an enum member.
+with one int or str) or an object rebuilt without its `__init__` (NEWOBJ: a dataclass, a
+plain object) of an unknown class is a warning, the class not being imported here to tell
+whether it holds code of its own (in Megatron-LM's `args`, which holds enums of its own
+classes, taken as the Namespace reader takes it, as an enum member). Python 2's names
+(`__builtin__.set`) are read as Python 3's, as every unpickler reads them.
 """
 
 from __future__ import annotations
 
+import _compat_pickle
+import dataclasses
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,8 +98,16 @@ CHECKPOINT_DATA = frozenset(
         "numpy.ndarray",
         "numpy.dtype",
         "_io.BytesIO",  # Transformer Engine's `_extra_state` (its FP8 metadata, serialized)
+        # plain values of the standard library, each rebuilt from its own state
+        *(f"builtins.{name}" for name in ("bytes", "frozenset", "slice", "range")),
+        *(f"datetime.{name}" for name in ("datetime", "date", "time", "timedelta", "timezone")),
+        "collections.deque",
+        "collections.defaultdict",  # its default factory is only named, never called on load
+        *(f"pathlib.{name}" for name in ("PosixPath", "WindowsPath", "PurePosixPath")),
+        "pathlib.PureWindowsPath",
     }
 )
+
 MAX_LISTED_ENTRIES = 5  # entries named one a line; the rest counted in one more line
 MAX_NAMED_CALLS = 3  # callables named per entry
 MAX_SCANNED_BLOB_BYTES = 64 << 20  # a transformed blob is decoded whole to reach its pickle
@@ -120,8 +132,9 @@ class CodeOnLoad:
         """validate's line."""
         if self.severity == WARNING:
             return (
-                f"its pickle calls {self.named()}, which torch's dcp.load (verl, Megatron-LM)"
-                " runs on load: enum members if those classes are enums (not imported here)"
+                f"its pickle rebuilds objects of {self.named()}, whose modules torch's dcp.load"
+                " (verl, Megatron-LM) imports on load: enum members or plain objects if those"
+                " classes hold no code of their own (not imported here)"
             )
         return (
             f"its pickle calls {self.named()}, which torch's dcp.load (verl, Megatron-LM)"
@@ -132,6 +145,16 @@ class CodeOnLoad:
         """inspect's note on the entry."""
         verb = "would call" if self.severity == WARNING else "would execute"
         return f"{verb} {self.named()} when torch loads it"
+
+
+def _python3_name(name: str) -> str:
+    """`name` as a Python 3 unpickler reads it: torch.save's pickle protocol 2 writes
+    builtins under Python 2's names (`__builtin__.set`, `__builtin__.xrange`), which pickle
+    maps back with its own tables (`fix_imports`, from `_compat_pickle`)."""
+    module, _, qualname = name.rpartition(".")
+    if (module, qualname) in _compat_pickle.NAME_MAPPING:
+        return ".".join(_compat_pickle.NAME_MAPPING[(module, qualname)])
+    return f"{_compat_pickle.IMPORT_MAPPING.get(module, module)}.{qualname}"
 
 
 def _denied(name: str) -> bool:
@@ -157,12 +180,13 @@ def code_on_load(uses: list[GlobalUse], args: bool = False) -> CodeOnLoad | None
     (`saved_objects`' Namespace policy), not warned of."""
     errors: list[str] = []
     warnings: list[str] = []
-    for use in uses:
+    for use in (dataclasses.replace(use, name=_python3_name(use.name)) for use in uses):
         harmless = use.name in TORCH_ADMITTED or use.name in CHECKPOINT_DATA
+        rebuilt = (_enum_shaped(use) or use.instance) and not _denied(use.name)
         if use.built_into:
             errors.append(f"a write into {use.name}")
         elif use.called and not harmless and not _megatron_enum(use.name):
-            if not (_enum_shaped(use) and not _denied(use.name)):
+            if not rebuilt:
                 errors.append(use.name)
             elif not args:
                 warnings.append(use.name)

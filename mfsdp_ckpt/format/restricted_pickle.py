@@ -738,12 +738,15 @@ class GlobalUse:
     held as a value). `name` is "module.qualname"; `UNNAMED` when the pickle computes it
     (STACK_GLOBAL of strings it did not spell out, an extension code), `COMPUTED` for a
     call of something that is no global (the result of an earlier call). `one_scalar`: a
-    call with one int or str argument, the shape of an enum member's pickle."""
+    call with one int or str argument, the shape of an enum member's pickle. `instance`:
+    the call is NEWOBJ's `cls.__new__(cls)`, an object rebuilt without its `__init__` (a
+    dataclass's, a plain class's pickle)."""
 
     name: str
     called: bool = False
     built_into: bool = False
     one_scalar: bool = False
+    instance: bool = False
 
 
 UNNAMED = "<a global the pickle computes>"
@@ -847,7 +850,8 @@ def _pushed(
         callee = popped[0]
         target = callee.name if isinstance(callee, _Ref) and not callee.made else COMPUTED
         scalar = name == "REDUCE" and popped[1] is _SCALAR_ARGS
-        uses.append(GlobalUse(target, called=True, one_scalar=scalar))
+        instance = name in ("NEWOBJ", "NEWOBJ_EX")
+        uses.append(GlobalUse(target, called=True, one_scalar=scalar, instance=instance))
         return [_Ref(target, made=True)]
     if name in _FILLS:  # the target stays; filling a global itself changes it for everyone
         target = popped[0]
