@@ -232,8 +232,14 @@ BAD_INPUTS: tuple[BadInput, ...] = (
     ),
     BadInput(
         "model_unbuildable",
-        "model.overrides={hidden_act: nope}: read by transformers, fails building the model",
-        lambda r: _sft_on(r, None, "model.overrides={hidden_act: nope}"),
+        "model.overrides={hidden_act: nope}: read by transformers, fails building the model"
+        " (in a new run dir: resuming, the step's own config is compared with it first)",
+        lambda r: sft_args(
+            r / "train.jsonl",
+            r / "new_run",
+            "trainer.total_steps=2",
+            "model.overrides={hidden_act: nope}",
+        ),
         2,
         "model.overrides: transformers cannot build the model (KeyError: 'nope')",
     ),

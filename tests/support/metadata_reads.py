@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 import pytest
 
 
@@ -11,11 +13,11 @@ def metadata_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from mfsdp_ckpt.storage import reader as reader_module
 
     reads: list[str] = []
-    load = reader_module.load_plain_metadata_bytes
+    load = reader_module.load_plain_metadata_file
 
-    def counted(data: bytes, source: str = "<bytes>"):
+    def counted(file: BinaryIO, size: int, source: str):
         reads.append(source)
-        return load(data, source)
+        return load(file, size, source)
 
-    monkeypatch.setattr(reader_module, "load_plain_metadata_bytes", counted)
+    monkeypatch.setattr(reader_module, "load_plain_metadata_file", counted)
     return reads

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from cli.errors import MfsdpGroup, json_option
+from trainer.distributed import init_distributed
 
 SLOW_EXIT_SECONDS = 3.0
 
@@ -29,7 +30,7 @@ def ranks() -> None:
 @json_option("Print a failure as {error, exit_code} on stdout.", expose_value=False)
 def all_reduce(pid_dir: str) -> None:
     """Leave this rank's pid in `pid_dir`/RANK, then all-reduce until stopped."""
-    dist.init_process_group("gloo")
+    init_distributed("cpu")  # as a training run joins its group
     pid_file = os.path.join(pid_dir, os.environ["RANK"])
     with open(pid_file + ".tmp", "w") as handle:
         handle.write(str(os.getpid()))
@@ -45,4 +46,7 @@ def all_reduce(pid_dir: str) -> None:
 
 
 if __name__ == "__main__":
+    from cli.main import command_ends_process
+
+    command_ends_process()  # as `python -m cli.train`, what a launched rank runs
     ranks(prog_name="slow_to_stop_rank")

@@ -642,11 +642,12 @@ def _template_prompts(
     return prompts
 
 
-class _NotByPrefix(Exception):
-    """Assistant turn `turn` (1-based) of a chat renders otherwise once later turns follow."""
+class _NotByPrefix(ChatFormatError):
+    """Assistant turn `turn` (1-based) of a chat renders otherwise once later turns follow
+    (`tokenize_chat` catches it and tells whether verl refuses the row too)."""
 
     def __init__(self, turn: int) -> None:
-        super().__init__(turn)
+        super().__init__(f"assistant turn {turn} renders otherwise once later turns follow")
         self.turn = turn
 
 

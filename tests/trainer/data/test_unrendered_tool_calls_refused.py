@@ -99,10 +99,11 @@ def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
         renders.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(chat, "chat_ids", counted)
     uncalled = [
         {key: value for key, value in turn.items() if key != "tool_calls"} for turn in calls
     ]
+    sft_rows(tokenizer, tmp_path / "first.jsonl", [uncalled])  # the template's prompts, once
+    monkeypatch.setattr(chat, "chat_ids", counted)
     sft_rows(tokenizer, tmp_path / "none.jsonl", [uncalled])
     without = len(renders)
     (row,) = sft_rows(tokenizer, tmp_path / "many.jsonl", [calls])
