@@ -124,6 +124,7 @@ def vllm_refuses() -> None:
     from trainer.rollout.vllm_engine import VLLMRolloutError
 
     init_distributed("cpu")  # as a training run joins its group
+    dist.all_reduce(torch.ones(1))  # and has trained together before its engine starts
     raise VLLMRolloutError.of(VLLM_REASON)
 
 
