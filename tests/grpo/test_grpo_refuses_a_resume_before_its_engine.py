@@ -21,6 +21,7 @@ import torch.distributed as dist
 from mfsdp_ckpt.checkpointer import CheckpointContentsError
 from mfsdp_ckpt.convert.import_hf import import_hf
 from tests.support.grpo import grpo_config, write_rl_rows
+from tests.support.interop_layouts import verl_run_of_import
 from trainer.grpo import runner
 from trainer.grpo.runner import run_grpo
 from trainer.resume import ResumeMismatchError
@@ -35,10 +36,7 @@ def made(tmp_path_factory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("foreign")
     model = build_tiny_model_dir(root / "hf", seed=0, with_weights=True)
     import_hf(model, root / "mcore", layout_name="mcore")
-    actor = root / "verl" / "global_step_2" / "actor"
-    shutil.copytree(root / "mcore", actor / "dist_ckpt")
-    shutil.copytree(model, actor / "huggingface", ignore=shutil.ignore_patterns("*.safetensors"))
-    (root / "verl" / "latest_checkpointed_iteration.txt").write_text("2")
+    verl_run_of_import(root / "mcore", model, root / "verl", 2)
     import_hf(model, root / "imported", layout_name="hf")
     return root, model, write_rl_rows(root / "rl.jsonl")
 

@@ -324,3 +324,14 @@ def per_rank_gate_up(fused, ranks: int):
         part for rank in range(ranks) for part in (gate.chunk(ranks)[rank], up.chunk(ranks)[rank])
     ]
     return torch.cat(pieces)
+
+
+def verl_run_of_import(mcore: Path, model: Path, run: Path, step: int) -> Path:
+    """RUN/global_step_N/actor/{dist_ckpt, huggingface} as verl's RL v1 layout holds an
+    actor, from `mcore` (an mcore-layout import of `model`) and `model`'s config and
+    tokenizer, with the tracker naming N (as docs/interop.md builds one); the step dir."""
+    actor = run / f"global_step_{step}" / "actor"
+    shutil.copytree(mcore, actor / "dist_ckpt")
+    shutil.copytree(model, actor / "huggingface", ignore=shutil.ignore_patterns("*.safetensors"))
+    (run / "latest_checkpointed_iteration.txt").write_text(str(step))
+    return actor.parent

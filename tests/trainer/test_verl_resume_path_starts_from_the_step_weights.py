@@ -11,12 +11,12 @@ once it had started (and GRPO only after its rollout engine).
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
 
 from mfsdp_ckpt.convert.import_hf import import_hf
+from tests.support.interop_layouts import verl_run_of_import
 from trainer.config import load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.tiny import build_tiny_model_dir
@@ -32,10 +32,7 @@ def made(tmp_path_factory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("verl_resume")
     model = build_tiny_model_dir(root / "hf", seed=0, with_weights=True)
     import_hf(model, root / "mcore", layout_name="mcore")
-    actor = root / "verl" / "global_step_2" / "actor"
-    shutil.copytree(root / "mcore", actor / "dist_ckpt")
-    shutil.copytree(model, actor / "huggingface", ignore=shutil.ignore_patterns("*.safetensors"))
-    (root / "verl" / "latest_checkpointed_iteration.txt").write_text("2")
+    verl_run_of_import(root / "mcore", model, root / "verl", 2)
     import_hf(model, root / "imported", layout_name="hf")
     return root / "verl" / "global_step_2", root / "imported" / "global_step_0", model
 
