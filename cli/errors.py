@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -431,6 +432,12 @@ def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> 
     return (interrupted(), EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
 
 
+# How long a rank other than 0 waits before it exits quietly with an error every rank meets
+# alike: the launcher reports the first rank to end, and names its line "rank N: ..." unless
+# another rank told the same error by then (`cli.torchrun._met_alike`).
+ALIKE_EXIT_DELAY_S = 1.0
+
+
 def _fail_once(
     message: str,
     code: int,
@@ -456,6 +463,8 @@ def _fail_once(
         lost = code == EXIT_PEER_LOST
         _tell_torchrun(message, said=not quiet, alike=alike, lost_peers=lost)  # if no rank says
         if quiet:
+            if alike:  # rank 0 tells torchrun it too before this rank's exit is seen, or the
+                time.sleep(ALIKE_EXIT_DELAY_S)  # launcher names this rank's line as its own
             _exit(code, abandon)
         settle_command()  # torchrun's SIGTERM, once another rank failed, must not cut the line
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
