@@ -160,22 +160,7 @@ def _export_command(run_dir: Path, checkpoint: Path) -> str:
     """The `mfsdp ckpt export-hf` of `run_dir` that works for its last `checkpoint`: a
     LoRA adapter whose base has no weights on disk (a random init) has no merged model,
     and the merged export refuses it, so such a run is told to export the adapter alone."""
-    flags = "--out DIR --adapter-only" if _adapter_without_base_weights(checkpoint) else "--out DIR"
+    from mfsdp_ckpt.lora import adapter_without_base_weights
+
+    flags = "--out DIR --adapter-only" if adapter_without_base_weights(checkpoint) else "--out DIR"
     return mfsdp_command("ckpt export-hf", run_dir, flags)
-
-
-def _adapter_without_base_weights(step: Path) -> bool:
-    """Whether the step dir `step` holds a LoRA adapter whose recorded base has no weights
-    to merge onto (`lora_fields.base_weights_dir`), as export-hf decides it; False where
-    its manifest cannot be read (export-hf then names what is wrong)."""
-    from mfsdp_ckpt.errors import MfsdpError
-    from mfsdp_ckpt.format.layout import MANIFEST_FILE
-    from mfsdp_ckpt.format.lora_fields import base_weights_dir
-    from mfsdp_ckpt.format.manifest import read_manifest
-    from mfsdp_ckpt.lora import read_base_model
-
-    try:
-        manifest = read_manifest(step / MANIFEST_FILE)
-    except (MfsdpError, OSError):
-        return False
-    return manifest.lora is not None and base_weights_dir(read_base_model(manifest)) is None

@@ -142,6 +142,28 @@ def read_base_model(manifest: Manifest, source: str = "manifest.json") -> BaseMo
     return BaseModelRecord.from_dict(manifest.base_model, source)
 
 
+def adapter_without_base_weights(checkpoint: Path) -> bool:
+    """Whether `checkpoint` (a step dir, or a run dir: its latest step) is a LoRA step whose
+    recorded base has no weights on disk to merge onto (`lora_fields.base_weights_dir`: a
+    random init). The merged export refuses such a step, so every command that would advise
+    that export (a run's last line, a refusal pointing at export-hf) asks here and names
+    `lora_fields.adapter_only_advice` instead. False where `checkpoint` cannot be read as a
+    step: export-hf then names what is wrong with it."""
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+    from mfsdp_ckpt.format.lora_fields import base_weights_dir
+    from mfsdp_ckpt.format.manifest import read_manifest
+
+    try:
+        paths = resolve_checkpoint(checkpoint)
+        manifest = read_manifest(paths.manifest) if paths.manifest is not None else None
+        if manifest is None or manifest.lora is None:
+            return False
+        return base_weights_dir(read_base_model(manifest)) is None
+    except (MfsdpError, OSError):
+        return False
+
+
 def base_model_problems(
     record: BaseModelRecord, *, deep: bool, progress: ByteProgress | None = None
 ) -> tuple[list[tuple[str, str]], list[str]]:

@@ -35,7 +35,7 @@ from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
 from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, ForeignFormatError
-from mfsdp_ckpt.format.lora_fields import adapter_only_advice, base_weights_dir
+from mfsdp_ckpt.format.lora_fields import adapter_only_advice
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
@@ -202,30 +202,14 @@ def export_hf_advice(checkpoint: Path) -> str:
 
 def _export_advice(checkpoint: Path) -> str:
     """`export_hf_advice` for a checkpoint mfsdp reads."""
-    if _adapter_without_base_weights(checkpoint):
+    from mfsdp_ckpt.lora import adapter_without_base_weights  # lora reads safetensors here
+
+    if adapter_without_base_weights(checkpoint):
         return (
             "that checkpoint is a LoRA adapter on a random-init base, of which no merged model"
             f" can be exported: {adapter_only_advice(checkpoint)}"
         )
     return f"`mfsdp ckpt export-hf {checkpoint} --out DIR` writes it as a Hugging Face model dir"
-
-
-def _adapter_without_base_weights(checkpoint: Path) -> bool:
-    """Whether `checkpoint` is a LoRA step (a run: its latest) whose recorded base has no
-    weights on disk (`lora_fields.base_weights_dir`); False where it cannot be read as one
-    (export names what is wrong with it)."""
-    from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
-    from mfsdp_ckpt.format.manifest import read_manifest
-    from mfsdp_ckpt.lora import read_base_model  # which reads safetensors with this module
-
-    try:
-        paths = resolve_checkpoint(checkpoint)
-        manifest = read_manifest(paths.manifest) if paths.manifest is not None else None
-        if manifest is None or manifest.lora is None:
-            return False
-        return base_weights_dir(read_base_model(manifest)) is None
-    except (MfsdpError, OSError):
-        return False
 
 
 def index_weight_map(model_dir: Path) -> dict[str, str] | None:
