@@ -10,7 +10,8 @@ multiplies matrices with torch's default threads, as another user's job would.
     python bench/threads.py                 # table on stdout
     python bench/threads.py --json out.json
 
-Requirements it checks (issue 15): busy, mfsdp's choice at most 1.5x the time of
+Requirements it checks, so that ranks and other jobs sharing the cores no longer make a run
+many times slower (docs/threads.md): busy, mfsdp's choice at most 1.5x the time of
 OMP_NUM_THREADS=1; idle, within 10% of the best fixed count.
 """
 

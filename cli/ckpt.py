@@ -161,8 +161,8 @@ def validate(
     if hf_config is not None:
         _check_hf_config_readable(hf_config)
     # --deep scans every tensor for NaN/Inf with torch, piece by piece: torch's default of a
-    # spinning thread per core took 2-3x as long on a busy machine as train's choice; the
-    # plain check loads no torch, and the choice's CPU sample would cost it 0.1 s
+    # spinning thread per core took several times as long on a busy machine as train's
+    # choice; the plain check loads no torch, and the choice's CPU sample would slow it
     if deep:
         configure_threads(1)
     # Three bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:

@@ -282,7 +282,7 @@ def check_base_model(
     try:
         record = read_base_model(manifest, source)
     except ManifestError as err:
-        report.add(ERROR, source, str(err).split(": ", 1)[-1])
+        report.add_error(source, err)
         return
     if record is None:
         return

@@ -279,7 +279,7 @@ def main() -> None:
                         "ok": ok,
                         **report,
                         "gpu": torch.cuda.get_device_name(),
-                        "versions": fixtures._versions(),
+                        "versions": fixtures.package_versions(),
                     }
                 )
             )

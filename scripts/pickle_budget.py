@@ -46,13 +46,14 @@ if table == "torch":  # blob pickles: check_pickle_budget's charge, torch's unpi
     charged = check_pickle_budget(data, 1 << 50, "flood")
 else:
     if table == "namespace":
-        from mfsdp_ckpt.format.saved_objects import _Namespace, _placeholder
-        allowed, records = {("argparse", "Namespace"): _Namespace}, (_Namespace,)
-        policy = _placeholder
+        from mfsdp_ckpt.format.saved_objects import (
+            NAMESPACE_TABLE, NamespaceRecord, args_placeholder
+        )
+        allowed, records, policy = NAMESPACE_TABLE, (NamespaceRecord,), args_placeholder
     else:
-        from mfsdp_ckpt.format.dcp_metadata import _dcp_classes, _plain_classes, _records
-        allowed = _plain_classes() if table == "plain" else _dcp_classes()
-        records, policy = _records(allowed), None
+        from mfsdp_ckpt.format.dcp_metadata import allowed_classes, record_types
+        allowed = allowed_classes(table)
+        records, policy = record_types(allowed), None
     reader = RestrictedUnpickler(data, allowed, records, budget=1 << 50, placeholders=policy)
 
 def rss():
@@ -100,10 +101,9 @@ Flood = tuple[str, bytes, Unit, int, bytes]  # table, prefix, unit, units, suffi
 
 
 def _record_fields(table: str, name: str) -> tuple[str, ...]:
-    from mfsdp_ckpt.format.dcp_metadata import _dcp_classes, _plain_classes
+    from mfsdp_ckpt.format.dcp_metadata import allowed_classes
 
-    classes = _plain_classes() if table == "plain" else _dcp_classes()
-    cls: type = classes[(DCP, name)]  # type: ignore[assignment]
+    cls: type = allowed_classes(table)[(DCP, name)]  # type: ignore[assignment]
     return tuple(cls.__dataclass_fields__)  # type: ignore[attr-defined]
 
 
@@ -319,10 +319,11 @@ SHAPES: dict[str, tuple[int, int, dict]] = {  # label -> (tensors, ranks, build_
 
 
 def charged_per_byte(data: bytes) -> float:
-    from mfsdp_ckpt.format.dcp_metadata import _plain_classes, _records
+    from mfsdp_ckpt.format.dcp_metadata import allowed_classes, record_types
     from mfsdp_ckpt.format.restricted_pickle import RestrictedUnpickler
 
-    reader = RestrictedUnpickler(data, _plain_classes(), _records(_plain_classes()), budget=1 << 50)
+    allowed = allowed_classes("plain")
+    reader = RestrictedUnpickler(data, allowed, record_types(allowed), budget=1 << 50)
     reader.load()
     return reader.charged / len(data)
 

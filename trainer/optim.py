@@ -131,6 +131,10 @@ def build_adamw(groups: list[dict], cfg: OptimConfig, device: torch.device) -> t
 
 
 def local_grad(param: torch.Tensor) -> torch.Tensor | None:
+    """The part of `param`'s gradient this rank holds, None when it has none. Under FSDP a
+    gradient is a DTensor sharded across ranks, and `to_local()` is this rank's shard:
+    `clip_grad_norm` sums the squares of these plain shards and all-reduces them once, and
+    scales each shard in place. A gradient in one process is a plain tensor already."""
     grad = param.grad
     if grad is None:
         return None

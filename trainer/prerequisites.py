@@ -1,8 +1,8 @@
 """What a config's choices need installed or present, checked before anything starts.
 
 `rollout.name=vllm` without vLLM, or `strategy.name=megatron_fsdp` without megatron-fsdp or
-a GPU, failed in every rank after torch, transformers and the model had loaded (20 s, and a
-traceback per rank for vLLM). The launching process checks here instead, without importing
+a GPU, failed in every rank after torch, transformers and the model had loaded (seconds in,
+and a traceback per rank for vLLM). The launching process checks here instead, without importing
 torch or the packages themselves: `find_spec` says whether a package is installed (one that
 is installed but broken still fails in the ranks, in one line), and the CUDA driver says
 how many GPUs this process sees (CUDA_VISIBLE_DEVICES included), as torch would. A wandb

@@ -45,6 +45,13 @@ ACTOR = "actor_rollout_ref.actor."
 REF = "actor_rollout_ref.ref."
 ROLLOUT = "actor_rollout_ref.rollout."
 SPEED = "speed or memory only: the same updates"
+SEEDED = "runs here are seeded by trainer.seed"
+BY_ROLE = "verl sets it by role (the reference model's is true)"
+HF_LOADS = "Hugging Face checkpoints load directly here"
+KL_IN_REWARD = "the KL penalty in the reward; it is off (use_kl_in_reward)"
+QAT = "quantization-aware training; it is off (qat.enable)"
+MODULE_PATH_ONLY = "used only with reward_manager.module.path"
+SHAPE_PADDING = "padding to fewer distinct shapes, stripped before the loss: " + SPEED
 PROFILER = "the profiler's settings; profiling is off (profiler.enable, global_profiler.steps)"
 MTP = "multi-token prediction's settings; it is off (mtp.enable)"
 WEIGHT_SYNC = (
@@ -92,7 +99,7 @@ SECTIONS: dict[str, Inert] = {
         for model, commands in HF_MODELS
         for section in ("fused_kernel_options.", "tiled_mlp.")
     },
-    "algorithm.kl_ctrl.": Inert("the KL penalty in the reward; it is off (use_kl_in_reward)"),
+    "algorithm.kl_ctrl.": Inert(KL_IN_REWARD),
     "algorithm.pf_ppo.": Inert("PF-PPO's reweighting; it is off (algorithm.use_pf_ppo)"),
     "algorithm.rollout_correction.": Inert(
         "rollout correction's thresholds; it is off (rollout_correction.rollout_is, rollout_rs)"
@@ -102,8 +109,10 @@ SECTIONS: dict[str, Inert] = {
     "reward.reward_model.": Inert(
         "the reward model's settings; it is off (reward.reward_model.enable)"
     ),
-    "reward.sandbox_fusion.": Inert("the code sandbox's settings; it is off (sandbox_fusion.url)"),
-    "sandbox_fusion.": Inert("the code sandbox's settings; it is off (sandbox_fusion.url)"),
+    **dict.fromkeys(
+        ("reward.sandbox_fusion.", "sandbox_fusion."),
+        Inert("the code sandbox's settings; it is off (sandbox_fusion.url)"),
+    ),
     "distillation.": Inert("distillation's settings; it is off (distillation.enabled)"),
     "skip.": Inert("verl's rollout caching; it is off (skip.rollout.enable and the like)"),
     "algorithm.filter_groups.": Inert(
@@ -117,14 +126,11 @@ SECTIONS: dict[str, Inert] = {
         "disaggregated prefill and decode; it is off (disaggregation.enabled)"
     ),
     **{
-        f"{role}{section}qat.": Inert("quantization-aware training; it is off (qat.enable)")
+        f"{role}{section}qat.": Inert(QAT)
         for role in (ACTOR, REF)
         for section in ("", "fsdp_config.")
     },
-    **{
-        engine + "qat.": Inert("quantization-aware training; it is off (qat.enable)", commands)
-        for engine, commands in MEGATRON_ENGINES
-    },
+    **{engine + "qat.": Inert(QAT, commands) for engine, commands in MEGATRON_ENGINES},
     **{
         engine + "router_replay.": Inert(
             "MoE routing replay; it is off (router_replay.mode)", commands
@@ -151,8 +157,8 @@ def _engine() -> dict[str, Inert]:
         "entropy_from_logits_with_chunking": SPEED,
         "entropy_checkpointing": SPEED,
         "use_orig_params": "how torch's FSDP1 keeps parameters",
-        "seed": "runs here are seeded by trainer.seed",
-        "forward_only": "verl sets it by role (the reference model's is true)",
+        "seed": SEEDED,
+        "forward_only": BY_ROLE,
     }
     return {
         engine + name: Inert(why, commands)
@@ -165,7 +171,6 @@ def _megatron_engine() -> dict[str, Inert]:
     """verl's Megatron engine settings (MEGATRON_ENGINES: the actor's, the reference
     model's, SFT's) that change no update (its offload, parallel sizes, dtype and
     overrides: trainer.verl_off_keys)."""
-    padding = "padding to fewer distinct shapes, stripped before the loss: " + SPEED
     keys = {
         "sequence_parallel": (
             "Megatron's sequence parallelism splits activations over tensor-parallel ranks,"
@@ -173,15 +178,15 @@ def _megatron_engine() -> dict[str, Inert]:
         ),
         "use_distributed_optimizer": SPEED,
         "dist_checkpointing_prefix": "used only with use_dist_checkpointing",
-        "seed": "runs here are seeded by trainer.seed",
-        "forward_only": "verl sets it by role (the reference model's is true)",
+        "seed": SEEDED,
+        "forward_only": BY_ROLE,
         "use_remove_padding": PADDING,
-        "use_mbridge": "Hugging Face checkpoints load directly here",
-        "vanilla_mbridge": "Hugging Face checkpoints load directly here",
+        "use_mbridge": HF_LOADS,
+        "vanilla_mbridge": HF_LOADS,
         "entropy_from_logits_chunk_size": SPEED,
         "entropy_from_logits_with_chunking": SPEED,
         **dict.fromkeys(
-            ("pad_to_length", "pad_to_length_bucket", "pad_bshd_to_minibatch_max"), padding
+            ("pad_to_length", "pad_to_length_bucket", "pad_bshd_to_minibatch_max"), SHAPE_PADDING
         ),
         **dict.fromkeys(
             ("dist_ckpt_optim_fully_reshardable", "distrib_optim_fully_reshardable_mem_efficient"),
@@ -203,8 +208,10 @@ def _roles() -> dict[str, Inert]:
         "entropy_from_logits_with_chunking": SPEED,
         "entropy_checkpointing": SPEED,
         "log_prob_max_token_len_per_gpu": "used only with use_dynamic_bsz",
-        "router_replay.record_file": "MoE routing replay is off (router_replay.mode)",
-        "router_replay.replay_file": "MoE routing replay is off (router_replay.mode)",
+        **dict.fromkeys(
+            ("router_replay.record_file", "router_replay.replay_file"),
+            "MoE routing replay is off (router_replay.mode)",
+        ),
     }
     actor = {
         "use_prefix_grouper": SPEED,
@@ -215,10 +222,13 @@ def _roles() -> dict[str, Inert]:
         "freeze_vision_tower": "there is no vision tower in the text models trained here",
         "shuffle": "mini-batches here are drawn in a shuffled order, seeded by trainer.seed",
         "data_loader_seed": "the mini-batch order here is seeded by trainer.seed",
-        "tau_pos": "used by the SAPO policy loss only (policy_loss.loss_mode)",
-        "tau_neg": "used by the SAPO policy loss only (policy_loss.loss_mode)",
-        "calculate_sum_pi_squared": "used by verl's optimal-token-baseline estimator only",
-        "sum_pi_squared_checkpointing": "used by verl's optimal-token-baseline estimator only",
+        **dict.fromkeys(
+            ("tau_pos", "tau_neg"), "used by the SAPO policy loss only (policy_loss.loss_mode)"
+        ),
+        **dict.fromkeys(
+            ("calculate_sum_pi_squared", "sum_pi_squared_checkpointing"),
+            "used by verl's optimal-token-baseline estimator only",
+        ),
         **{
             f"policy_loss.{name}": "used by the clip-cov and kl-cov policy losses only"
             for name in ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio")
@@ -289,7 +299,7 @@ def _rest() -> dict[str, Inert]:
             for name in ("image_key", "video_key", "image_patch_size")
         },
         "data.return_multi_modal_inputs": Inert(multimodal),
-        "reward_manager.module.name": Inert("used only with reward_manager.module.path"),
+        "reward_manager.module.name": Inert(MODULE_PATH_ONLY),
         "reward_model.use_reward_loop": Inert(
             "whether verl scores responses during or after generation: the same rewards"
         ),
@@ -297,14 +307,16 @@ def _rest() -> dict[str, Inert]:
         "reward_model.num_workers": Inert(SPEED),
         "algorithm.gamma": Inert("used by GAE and REINFORCE++, not GRPO"),
         "algorithm.lam": Inert("used by GAE, not GRPO"),
-        "algorithm.kl_penalty": Inert("the KL penalty in the reward; it is off (use_kl_in_reward)"),
+        "algorithm.kl_penalty": Inert(KL_IN_REWARD),
         # sft_trainer's too after b178a3cd (its Ray trainer reads it)
         "trainer.balance_batch": Inert(
             "reorders a step's sequences across ranks: " + SPEED, ("sft", "grpo")
         ),
         "trainer.log_val_generations": Inert("how many validation generations verl logs"),
-        "trainer.rollout_data_dir": Inert("where verl dumps generations: logging only"),
-        "trainer.validation_data_dir": Inert("where verl dumps generations: logging only"),
+        **dict.fromkeys(
+            ("trainer.rollout_data_dir", "trainer.validation_data_dir"),
+            Inert("where verl dumps generations: logging only"),
+        ),
         "trainer.esi_redundant_time": Inert("when verl saves before a cloud instance expires"),
         "trainer.max_critic_ckpt_to_keep": Inert("there is no critic in GRPO"),
         "trainer.ray_wait_register_center_timeout": Inert("a Ray timeout: there is no Ray here"),
@@ -344,13 +356,12 @@ def _newer() -> dict[str, Inert]:
     padding and chunking for speed (padding is stripped before the loss), how its checkpoints
     and logs are written, and its trainer implementation."""
     optimizer_only = "Muon's settings; the optimizer here is AdamW (optim.optimizer)"
-    padding = "padding to fewer distinct shapes, stripped before the loss: " + SPEED
     per_role = {
         "entropy_from_logits_chunk_size": SPEED,
         "fsdp_config.entropy_from_logits_chunk_size": SPEED,
         **dict.fromkeys(
             ("pad_to_length", "fsdp_config.pad_to_length", "fsdp_config.pad_to_length_bucket"),
-            padding,
+            SHAPE_PADDING,
         ),
     }
     muon = (
@@ -376,13 +387,13 @@ def _newer() -> dict[str, Inert]:
         ROLLOUT + "qat": Inert("the rollout's copy of the actor's QAT settings; QAT is off"),
         ROLLOUT + "moe_load_balance_metrics_interval": Inert("logging only"),
         ROLLOUT + "n_gpus_per_node": Inert("read only for a rollout on nodes of its own"),
-        ROLLOUT + "seed": Inert("runs here are seeded by trainer.seed"),
+        ROLLOUT + "seed": Inert(SEEDED),
         "trainer.use_v1": Inert(
             "which of verl's trainer implementations runs; its V1 trainer in sync mode rolls"
             " out the policy of the last update, as here"
         ),
         "reward.num_workers": Inert(SPEED),
-        "reward.reward_manager.module.name": Inert("used only with reward_manager.module.path"),
+        "reward.reward_manager.module.name": Inert(MODULE_PATH_ONLY),
         "data.audio_key": Inert("audio: the models trained here are text models"),
     }
 

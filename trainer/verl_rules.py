@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer.grpo.aggregation import LOSS_AGG_MODES
 from trainer.verl_inert_keys import INERT_KEYS, PADDING
 from trainer.verl_off_keys import HF_MODELS, MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 
@@ -694,8 +695,7 @@ VERL_ONLY_VALUES: dict[str, dict[str, str]] = {
     ACTOR + "loss_agg_mode": {
         "token-sum": (
             "the token losses summed over the whole batch, unnormalised, is not available here;"
-            " loss_agg_mode here is token-mean, seq-mean-token-sum, seq-mean-token-mean or"
-            " seq-mean-token-sum-norm"
+            f" loss_agg_mode here is {', '.join(LOSS_AGG_MODES[:-1])} or {LOSS_AGG_MODES[-1]}"
         )
     },
     # verl/trainer/ppo/core_algos.py kl_penalty: `+` takes k2's gradient with the named
@@ -736,6 +736,10 @@ def normalise(key: str) -> str:
 
 
 def note(verl_key: str, mapped: dict[str, Any], why: str) -> None:
+    """Log what became of a verl key read here, as a `note:` warning: the mfsdp keys it set
+    (`mapped`), or, when it set none, that it is ignored and `why`. A verl config is read
+    leniently, so every key that does not carry over as itself is said, never dropped
+    silently."""
     if mapped:
         shown = ", ".join(f"{key}={value}" for key, value in mapped.items())
         log.warning("note: verl's %s is %s here", verl_key, shown)

@@ -18,7 +18,8 @@ from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, VERL_MODULES, S
 from trainer.verl_source import VerlSourceError
 
 # A launch command, continuations joined, is a few KiB; shlex builds each word a character at
-# a time (quadratic: a 1 MiB word took 25 s), so a longer line is refused before it splits.
+# a time (quadratic: a word of a megabyte takes many seconds), so a longer line is refused
+# before it splits.
 MAX_LINE_CHARS = 64 << 10
 # `$(...)` and backquotes hold a command whose words shlex splits apart
 # (`experiment_name=run_$(date +%s)` became `run_$(date`): kept whole as text, never run

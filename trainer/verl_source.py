@@ -29,6 +29,9 @@ class VerlSourceError(MfsdpUsageError, ValueError):
 
 
 def config_class(command: str) -> type:
+    """The config class a verl source for `command` (sft, grpo) converts into: its fields
+    decide which of the source's keys are mfsdp's and which are verl's alone. Imported
+    here, not at the top: trainer.config reads verl YAML through this module."""
     from trainer.config import SFTConfig
     from trainer.grpo.config import GRPOConfig
 

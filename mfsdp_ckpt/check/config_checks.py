@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.printable import first_of
-from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
+from mfsdp_ckpt.check.report import (
+    ERROR,
+    NO_HF_CONFIG,
+    WARNING,
+    ValidationReport,
+    without_location,
+)
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import dir_entries, layout, state_keys
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
@@ -80,10 +86,10 @@ def check_against_config(
         _check_layer_count(report, config_file, root, weights)
         expected = expected_weights_for(config_file, root=root)
     except CheckpointFileError as err:
-        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        report.add_error(config_file, err)
         return
     except HFConfigError as err:
-        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        report.add_error(config_file, err)
         return
     _check_config_against_record(paths, reader, report, config_file, root)
     if report.deep:  # imports transformers (seconds): not in the checks before each export
@@ -219,13 +225,13 @@ def _check_config_loads(
     try:
         refuse_unloadable(read_config_json(config_file, root)[1], config_file)
     except HFConfigError as err:
-        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        report.add_error(config_file, err)
     if config_file.name == HF_CONFIG_FILE:  # and GenerationConfig's of the file beside it
         try:
             check_generation_config_beside(config_file.parent, root)
         except CheckpointFileError as err:
             where = config_file.parent / GENERATION_CONFIG_FILE
-            report.add(ERROR, where, str(err).split(": ", 1)[-1])
+            report.add_error(where, err)
 
 
 def _check_mapped_against_config(
@@ -337,7 +343,9 @@ def _check_plan(
         report.add(WARNING, where, f"weights not checked against this config: {what}")
     except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
-            ERROR, where, f"the weights do not fit this config: {_what(err, source.location)}"
+            ERROR,
+            where,
+            f"the weights do not fit this config: {without_location(err, source.location)}",
         )
     else:  # the main model fits; MTP layers have no counterpart in the config to check
         if plan.mtp is not None:
@@ -348,15 +356,6 @@ def _check_plan(
                 " export writes from it has no MTP module; export-hf refuses them unless"
                 f" {DROP_MTP_FLAG} leaves them out",
             )
-
-
-def _what(err: Exception, location: str) -> str:
-    """An export error without the checkpoint it names (the report names it), keeping the
-    stored key it names (`[model.module.x]: ...`)."""
-    text = str(err)
-    if text.startswith(location):
-        return text.removeprefix(location).removeprefix(":").strip()
-    return text.split(": ", 1)[-1]
 
 
 def _critic_backbone(

@@ -85,7 +85,7 @@ def check_optimizer_dcp(
     try:
         reader = CheckpointReader(directory)
     except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
-        report.add(ERROR, metadata, str(err).split(": ", 1)[-1])
+        report.add_error(metadata, err)
         return None
     report.tensors += len(reader.tensors)
     report.tensor_bytes += sum(e.nbytes for e in reader.tensors.values())

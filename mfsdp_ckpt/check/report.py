@@ -31,6 +31,20 @@ class Finding:
         return printable(f"{self.severity}: {self.where}: {self.message}")
 
 
+def without_location(err: Exception, location: str | Path) -> str:
+    """`err`'s message less the location it starts with (`{location}: ...`, or
+    `{location} [key]: ...` keeping the stored key), for a line that names the location
+    itself. The exact prefix, not the text up to the first ": ": a path holding ": " (a
+    dir "bad: cfg") was cut inside itself, and the line named its tail a second time. A
+    message that starts with some other place (a directory on the way that could not be
+    opened) is still cut at its first ": "."""
+    text, prefix = str(err), str(location)
+    rest = text.removeprefix(prefix)
+    if prefix and rest != text and rest[:1] in (":", " "):
+        return rest.removeprefix(":").strip()
+    return text.split(": ", 1)[-1]
+
+
 @dataclass
 class ValidationReport:
     path: str
@@ -81,6 +95,13 @@ class ValidationReport:
         self.findings.append(finding)
         if severity == ERROR:
             self._errors.add(f"{finding.where}: {message}")
+
+    def add_error(
+        self, where: str | Path, err: Exception, *, named: str | Path | None = None
+    ) -> None:
+        """The error a check caught, as a finding under `where`: its message without the
+        location it starts with (`named`, else `where`), which the line already names."""
+        self.add(ERROR, where, without_location(err, where if named is None else named))
 
     def _quotes_an_error(self, message: str) -> bool:
         """Whether `message` ends with an error line already reported (`where: message`, as

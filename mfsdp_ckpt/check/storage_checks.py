@@ -66,7 +66,7 @@ def check_files(
         try:
             found = dir_entries.stat_inside(file, paths.step_dir)
         except LeadsOutError as err:  # refused unread: its size is not told
-            report.add(ERROR, file, str(err).split(": ", 1)[-1])
+            report.add_error(file, err)
             continue
         if found is None or not stat.S_ISREG(found.st_mode):
             report.add(ERROR, file, "listed in the manifest but missing")
@@ -76,7 +76,7 @@ def check_files(
     try:
         present = file_walk.list_files(paths.step_dir)
     except layout.CheckpointPathError as err:
-        report.add(ERROR, paths.step_dir, str(err).split(": ", 1)[-1])
+        report.add_error(paths.step_dir, err)
         present = []
     unknown = [name for name in present if name not in listed and name != layout.MANIFEST_FILE]
     for relative in unknown[:MAX_LISTED_PROBLEMS]:
@@ -109,7 +109,7 @@ def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) ->
     try:
         size = reader.store.size(name)
     except CheckpointFileError as err:
-        report.add(ERROR, reader.root / name, str(err).split(": ", 1)[-1])
+        report.add_error(reader.root / name, err)
         return None
     if size is None:
         report.add(ERROR, reader.root / name, "referenced by .metadata but missing")
@@ -141,6 +141,10 @@ def check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
 
 
 def check_storage_entries(reader: CheckpointReader, report: ValidationReport) -> None:
+    """An error for each storage entry no state-dict key reads (`unclaimed_storage_entries`):
+    DCP writes both tables from one plan, so such an entry is an edited or damaged
+    `.metadata`, which no reader would notice, since each looks up only the entries its keys
+    name. The first MAX_LISTED_PROBLEMS are listed, the rest counted."""
     problems = unclaimed_storage_entries(reader.metadata, reader.tensors, reader.objects)
     for key, message in problems[:MAX_LISTED_PROBLEMS]:
         report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{key}]", message)
@@ -198,7 +202,7 @@ def check_hashes(
             if hash_file(file, step_dir, record.algorithm, on_block=hashed.add) != record:
                 report.add(ERROR, file, HASH_MISMATCH.format(record.algorithm))
         except CheckpointFileError as err:  # a link out of the step or a special file: never read
-            report.add(ERROR, file, str(err).split(": ", 1)[-1])
+            report.add_error(file, err)
 
 
 MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only
@@ -229,7 +233,7 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
         try:
             raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
         except CheckpointFileError as err:
-            report.add(ERROR, where, str(err).split(": ", 1)[-1])
+            report.add_error(where, err, named=reader.root / entry.file)
             continue
         try:
             with zipfile.ZipFile(io.BytesIO(raw)) as archive:

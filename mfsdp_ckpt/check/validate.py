@@ -146,7 +146,7 @@ def _run_checks(
     try:
         reader = reader if reader is not None else CheckpointReader(paths.dist_ckpt)
     except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
-        report.add(ERROR, paths.dist_ckpt / layout.DCP_METADATA_FILE, str(err).split(": ", 1)[-1])
+        report.add_error(paths.dist_ckpt / layout.DCP_METADATA_FILE, err)
         return report
     _check_metadata_tail(paths, reader, report)
     roots = _state_roots(paths, reader)
@@ -285,7 +285,7 @@ def _resolve(
         try:
             step = run_steps.read_tracker(given)
         except layout.DamagedRunDirError as err:
-            report.add(ERROR, tracker, str(err).split(": ", 1)[-1])
+            report.add_error(tracker, err)
             step = None
         steps = run_steps.list_complete_steps(given)
         if step is not None and step not in steps:
@@ -344,7 +344,7 @@ def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> 
     try:
         manifest = read_manifest(paths.manifest)
     except ManifestError as err:
-        report.add(ERROR, paths.manifest, str(err).split(": ", 1)[-1])
+        report.add_error(paths.manifest, err)
         return None
     if paths.step is not None and manifest.step != paths.step:
         report.add(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import first_of
-from mfsdp_ckpt.convert.export_plan import natural_key
+from mfsdp_ckpt.format.run_steps import natural_order
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_source import (
     SafetensorsError,
@@ -75,7 +75,7 @@ def list_export(out: Path, expected: set[str]) -> ExportListing:
         listing.where = dict(index)
     else:
         listing.where = {name: holders[0] for name, holders in held.items()}
-    missing = sorted(expected - set(listing.where) - set(held), key=natural_key)
+    missing = sorted(expected - set(listing.where) - set(held), key=natural_order)
     lines = [index_problem] if index_problem else []
     lines += _unread_lines(unread, index, missing)
     lines += [
@@ -174,7 +174,7 @@ def _misplaced(
     not at all (naming both), and one the index lists in a readable file that holds it
     nowhere."""
     lines = []
-    for name in sorted(held, key=natural_key):
+    for name in sorted(held, key=natural_order):
         listed = index.get(name)
         for file in held[name]:
             if file != listed:
@@ -182,7 +182,7 @@ def _misplaced(
                 lines.append(f"{name}: in {file}{said}")
     lines += [
         f"{name}: not in {file}, where the index lists it"
-        for name, file in sorted(index.items(), key=lambda item: natural_key(item[0]))
+        for name, file in sorted(index.items(), key=lambda item: natural_order(item[0]))
         if file in readable and name not in held
     ]
     return lines
@@ -192,7 +192,7 @@ def _in_several(held: dict[str, list[str]]) -> list[str]:
     """Without an index, the tensors held by more than one file: one line per set of files
     (a file copied whole holds all of them again)."""
     together: dict[tuple[str, ...], list[str]] = {}
-    for name in sorted(held, key=natural_key):
+    for name in sorted(held, key=natural_order):
         if len(held[name]) > 1:
             together.setdefault(tuple(held[name]), []).append(name)
     return [
@@ -210,6 +210,6 @@ def _not_the_checkpoints(
     a readable file that does not hold it is said by `_misplaced` alone."""
     return [
         f"{name}: in {file} but not in the checkpoint"
-        for name, file in sorted(listing.where.items(), key=lambda item: natural_key(item[0]))
+        for name, file in sorted(listing.where.items(), key=lambda item: natural_order(item[0]))
         if name not in expected and (name in held or file not in listing.readable)
     ]

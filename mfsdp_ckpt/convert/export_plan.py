@@ -48,6 +48,7 @@ from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import stat_inside
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dtype_name
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
+from mfsdp_ckpt.format.run_steps import natural_order
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage.reader import TensorEntry
 
@@ -141,10 +142,6 @@ class ExportPlan:
             for item in self.ordered_items()
             for target, shape in zip(item.targets, item.shapes)
         ]
-
-
-def natural_key(name: str) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _config_dtype(config: JsonConfig | PretrainedConfig | None) -> DType | None:
@@ -451,7 +448,7 @@ def _check_against_config(
                 f" ({config.model_type}) says {tuple(expected.allowed[target])}"
             )
     required = set(expected.required)
-    for target in sorted(required.intersection(produced), key=natural_key):
+    for target in sorted(required.intersection(produced), key=natural_order):
         stored = source.reader.tensors[produced[target][1]].dtype
         if not stored.is_floating_point:
             raise ExportError(
@@ -460,7 +457,7 @@ def _check_against_config(
             )
     if expected.tie_word_embeddings:
         required.discard("lm_head.weight")
-    missing = sorted(required - set(produced), key=natural_key)
+    missing = sorted(required - set(produced), key=natural_order)
     if missing:
         raise ExportError(
             f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. "

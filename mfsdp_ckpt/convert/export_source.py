@@ -84,6 +84,11 @@ def refuse_critic(location: str | os.PathLike, role: str | None) -> None:
 
 
 def resolve_source(ckpt: str, io: str, role: str | None = None) -> ExportSource:
+    """What export-hf reads for `ckpt` as given: a local path at any level any layout has
+    (resolved as the loader and validate resolve it, so all three read the same step), or a
+    URL, where no directory can be listed and the DCP is looked for at each layout's place
+    (`resolve_url`). The bytes are read through `io`'s store. A verl critic is refused
+    first: its value head has no lm_head to export."""
     if not is_url(ckpt):
         paths = checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
         refuse_critic(paths.dist_ckpt, paths.role)
@@ -637,6 +642,9 @@ def json_config(data: dict, where: str | os.PathLike) -> JsonConfig | None:
 
 
 def expected_weights_of(config: JsonConfig | PretrainedConfig) -> ExpectedWeights:
+    """The weights an export must write for `config`, either way it was loaded: from the
+    shape table of a `JsonConfig` (no transformers import), else from the model
+    transformers builds on the meta device. Export and validate plan against one answer."""
     if not isinstance(config, JsonConfig):
         return expected_weights(config)
     return weights_from_table(config.model_type, config.hf_shapes, bool(config.tie_word_embeddings))

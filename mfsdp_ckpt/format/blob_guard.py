@@ -17,8 +17,9 @@ import zipfile
 from io import RawIOBase
 from typing import BinaryIO
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_budget
+from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS, PickleRefused, check_pickle_budget
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
@@ -55,7 +56,7 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
     except Exception as err:
         reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(
-            f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
+            f"{where}: unreadable blob ({error_line(err, limit=DETAIL_CHARS)})"
         ) from None
     for info in archive.infolist():
         if info.compress_type != zipfile.ZIP_STORED:
@@ -89,7 +90,7 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
     except Exception as err:  # a damaged local header or CRC: zipfile's own error types
         reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(
-            f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
+            f"{where}: unreadable blob ({error_line(err, limit=DETAIL_CHARS)})"
         ) from None
     try:
         check_pickle_budget(data, PICKLE_BUDGET, "blob pickle")

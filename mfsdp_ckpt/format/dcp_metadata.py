@@ -28,7 +28,7 @@ parts of that one job:
   file expands to (`Expansion`): the pickle memo lets one chunk list or one nested list
   be named by many keys for a few bytes each, and every reader walks each key's copy;
 * loading: `load_plain_metadata_bytes` builds the plain stand-ins (for the offline
-  reader), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` needs. The
+  reader), `load_metadata` builds DCP's own classes, which `dcp.load` needs. The
   pickle also names three things of torch itself: dtypes (`torch.float32`), `torch.Size`
   and a layout (`torch.serialization._get_layout("torch.strided")`). The plain table maps
   them to `mfsdp_ckpt.format.dtypes` records, `tuple` and the layout's name, so reading
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from mfsdp_ckpt.errors import UnsafeMetadataError
 from mfsdp_ckpt.format import dtypes
@@ -97,6 +97,11 @@ class _MEM_FORMAT_ENCODING(Enum):  # DCP's name, as pickled
     TORCH_CONTIGUOUS_FORMAT = 0
     TORCH_CHANNELS_LAST = 1
     TORCH_PRESERVE_FORMAT = 2
+
+
+# The name other modules use (the writer, torch_save_format): the class keeps DCP's, which
+# the tables look up and a `.metadata` pickles.
+MemFormatEncoding = _MEM_FORMAT_ENCODING
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,9 @@ class _StorageInfo:
     offset: int
     length: int
     transform_descriptors: list[str] | None = None
+
+
+StorageInfo = _StorageInfo  # the name other modules use; the class keeps DCP's, as pickled
 
 
 _MODULE = "torch.distributed.checkpoint.metadata"
@@ -510,6 +518,17 @@ def _enum_member(enums: tuple[type[Enum], ...], cls: Any, name: Any) -> Enum:
     return cls[name]
 
 
+MetadataTable = Literal["plain", "dcp"]
+
+
+def allowed_classes(table: MetadataTable) -> dict[tuple[str, str], object]:
+    """The globals a `.metadata` may name, each mapped to what builds it: `plain`, the
+    stand-ins above (reading imports no DCP), or `dcp`, DCP's own classes (what `dcp.load`
+    takes). Public as the allow-list itself: scripts/pickle_budget.py measures what each
+    table's records cost, and tests feed each table hostile pickles."""
+    return _plain_classes() if table == "plain" else _dcp_classes()
+
+
 @functools.cache
 def _plain_classes() -> dict[tuple[str, str], object]:
     torch_globals: dict[tuple[str, str], object] = {
@@ -538,8 +557,9 @@ def _dcp_classes() -> dict[tuple[str, str], object]:
     return _class_table(dcp_metadata, _StorageInfo, torch_globals)
 
 
-def _records(allowed: dict[tuple[str, str], object]) -> tuple[type, ...]:
-    """The record classes of a table: the only things a pickle may create and fill."""
+def record_types(allowed: dict[tuple[str, str], object]) -> tuple[type, ...]:
+    """The record classes of a table: the only things a pickle may create and fill (the
+    `records` a RestrictedUnpickler of that table is given)."""
     return tuple(v for v in allowed.values() if isinstance(v, type) and dataclasses.is_dataclass(v))
 
 
@@ -562,7 +582,9 @@ def _unpickle(
         else None
     )
     try:
-        reader = RestrictedUnpickler(data, allowed, _records(allowed), progress=progress, size=size)
+        reader = RestrictedUnpickler(
+            data, allowed, record_types(allowed), progress=progress, size=size
+        )
         result = reader.load()
     except (PickleRefused, UnsafeMetadataError) as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
@@ -595,12 +617,6 @@ def load_plain_metadata_file(file: BinaryIO, size: int, source: str) -> tuple[Me
     a field of the Metadata, which a writer pickles as DCP's own)."""
     metadata, consumed = _unpickle(file, source, _plain_classes(), size)
     return metadata, size - consumed
-
-
-def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> DcpMetadata:
-    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in
-    errors."""
-    return _unpickle(data, source, _dcp_classes())[0]
 
 
 # Bytes read from a .metadata file at a time: the unpickler reads an opcode at a time.

@@ -231,9 +231,13 @@ def looks_like_hf_model(names: list[str]) -> bool:
     )
 
 
-def noted(paths: CheckpointPaths, *notes: str | None, **changes) -> CheckpointPaths:
+def noted(
+    paths: CheckpointPaths, *notes: str | None, run_dir: Path | None = None
+) -> CheckpointPaths:
     """`paths` with `notes` added after the note it already carries: each level of a path
     read (a run, its tracked step, a migrated role dir) may have something to say, and a
-    level above replacing the note below lost it."""
+    level above replacing the note below lost it. `run_dir`: the run the step was read
+    from, when the level that found the step knows it (kept as it was when not given)."""
     joined = "; ".join(n for n in (paths.note, *notes) if n)
-    return replace(paths, note=joined or None, **changes)
+    run = run_dir if run_dir is not None else paths.run_dir
+    return replace(paths, note=joined or None, run_dir=run)

@@ -41,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, BinaryIO, ClassVar
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
@@ -111,6 +112,11 @@ _TORCH_COSTS = {
 # so a load without progress pays nothing for it.
 PROGRESS_EVERY = 1 << 26
 Progress = Callable[[int, int], None]  # (bytes of the pickle read, its size)
+
+
+# What the error of a damaged pickle or blob (pickle's, zipfile's own) adds to its line, by
+# `error_line`: type and gist, escaped, with a marked cut; the file it names leads the line.
+DETAIL_CHARS = 120
 
 
 def memory_budget(size: int) -> int:
@@ -720,7 +726,7 @@ def check_pickle_budget(data: bytes, budget: int, what: str) -> int:
     except Exception as err:  # a damaged stream: one line
         reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise PickleRefused(
-            f"{what}: damaged pickle ({type(err).__name__}: {str(err)[:120]})"
+            f"{what}: damaged pickle ({error_line(err, limit=DETAIL_CHARS)})"
         ) from None
     return charged
 
@@ -808,7 +814,7 @@ def pickle_globals(data: bytes) -> list[GlobalUse]:
         raise
     except Exception as err:  # a damaged stream: one line
         reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
-        raise PickleRefused(f"damaged pickle ({type(err).__name__}: {str(err)[:120]})") from None
+        raise PickleRefused(f"damaged pickle ({error_line(err, limit=DETAIL_CHARS)})") from None
     return list(dict.fromkeys(uses))
 
 

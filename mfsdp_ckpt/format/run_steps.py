@@ -366,5 +366,9 @@ def step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
 def natural_order(name: str) -> list:
     """Sort key ordering names by their numbers as numbers: a string sort puts
     `global_step_10` before `global_step_9`, so a list cut to its last (newest) entries
-    would drop the newest step."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
+    would drop the newest step. The split's odd parts are its runs of ASCII digits, so
+    those are the numbers, by place: other digits (a superscript two, Arabic-Indic ones)
+    stay text, where `isdigit` sent them to `int`, which raised on them or compared one
+    name's number with another's text, and sorting a run dir holding one failed."""
+    parts = re.split(r"([0-9]+)", name)
+    return [int(part) if index % 2 else part for index, part in enumerate(parts)]

@@ -27,10 +27,12 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
 from mfsdp_ckpt.format.restricted_pickle import (
+    DETAIL_CHARS,
     PickleRefused,
     Placeholder,
     PlaceholderPolicy,
@@ -101,14 +103,17 @@ REFUSED_MODULES = frozenset(
 )
 
 
-def _placeholder(module: str, name: str) -> Placeholder:
+def args_placeholder(module: str, name: str) -> Placeholder:
+    """What a global in Megatron-LM's `args` stands for: a Placeholder (a user's class or
+    function named in a value is recorded, never imported), refused for the modules that
+    can run code or reach the system, which a checkpoint's args never name."""
     root = module.split(".")[0]
     if module in REFUSED_MODULES or root in REFUSED_MODULES:
         raise PickleRefused(f"refusing global {module}.{name}: a checkpoint's args never name it")
     return Placeholder(module, name)
 
 
-class _Namespace:
+class NamespaceRecord:
     """argparse.Namespace as a record: its fields, set once by BUILD, kept as a dict."""
 
     def __init__(self) -> None:
@@ -121,6 +126,10 @@ class _Namespace:
         if not isinstance(state, dict):
             raise PickleRefused("argparse.Namespace state is not a dict")
         self.fields = state
+
+
+# The one global an `args` pickle builds (scripts/pickle_budget.py measures its cost)
+NAMESPACE_TABLE: dict[tuple[str, str], object] = {("argparse", "Namespace"): NamespaceRecord}
 
 
 def archive_pickle(raw: bytes, where: str) -> tuple[zipfile.ZipFile, bytes]:
@@ -159,7 +168,7 @@ def _loads(
     except Exception as err:  # damaged bytes: pickle's own error types
         reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(
-            f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
+            f"{where}: unreadable pickle ({error_line(err, limit=DETAIL_CHARS)})"
         ) from None
 
 
@@ -170,14 +179,14 @@ def load_namespace(raw: bytes, where: str) -> dict[str, Any] | None:
     value = _loads(
         data,
         where,
-        {("argparse", "Namespace"): _Namespace},
-        (_Namespace,),
+        NAMESPACE_TABLE,
+        (NamespaceRecord,),
         budget=NAMESPACE_BUDGET,
-        placeholders=_placeholder,
+        placeholders=args_placeholder,
     )
     if value is None:
         return None
-    if not isinstance(value, _Namespace):
+    if not isinstance(value, NamespaceRecord):
         raise CheckpointFormatError(
             f"{where}: holds a {type(value).__name__}, not an argparse.Namespace"
         )

@@ -230,10 +230,10 @@ _DCP_CLASSES: dict[type, _Global] = {
         dcp_metadata.BytesStorageMetadata,
         dcp_metadata.MetadataIndex,
         dcp_metadata.StorageMeta,
-        dcp_metadata._MEM_FORMAT_ENCODING,
+        dcp_metadata.MemFormatEncoding,
     )
 }
-_DCP_CLASSES[dcp_metadata._StorageInfo] = _Global(
+_DCP_CLASSES[dcp_metadata.StorageInfo] = _Global(
     "torch.distributed.checkpoint.filesystem", "_StorageInfo"
 )
 
@@ -266,7 +266,7 @@ class DcpMetadataPickler(pickle._Pickler):
                 obj.pin_memory,
             )
             return (copyreg.__newobj__, (type(obj),), state)  # type: ignore[attr-defined]
-        if isinstance(obj, dcp_metadata._StorageInfo):  # DCP leaves None fields out
+        if isinstance(obj, dcp_metadata.StorageInfo):  # DCP leaves None fields out
             return (
                 copyreg.__newobj__,  # type: ignore[attr-defined]
                 (type(obj),),

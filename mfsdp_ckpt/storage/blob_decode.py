@@ -13,6 +13,7 @@ from typing import Any
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
+from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
@@ -91,5 +92,5 @@ def load_blob(
     except Exception as err:
         reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
         raise CheckpointFormatError(
-            f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
+            f"{where}: unreadable blob ({error_line(err, limit=DETAIL_CHARS)})"
         ) from None

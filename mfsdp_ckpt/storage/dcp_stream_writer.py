@@ -105,7 +105,7 @@ class StreamingDcpWriter:
         self.root.mkdir(parents=True, exist_ok=True)
         self.hash_data = hash_data
         self._entries: dict[str, Any] = {}
-        self._storage: dict[dcp_metadata.MetadataIndex, dcp_metadata._StorageInfo] = {}
+        self._storage: dict[dcp_metadata.MetadataIndex, dcp_metadata.StorageInfo] = {}
         self._planner: dict[str, tuple[str, ...]] = {}
         self._files: list[_DataFile] = []
         try:
@@ -191,7 +191,7 @@ class StreamingDcpWriter:
         info = self._storage[dcp_metadata.MetadataIndex(source, offsets)]
         key = self._claim(path)
         self._entries[key] = tensor_metadata(entry.properties.dtype, entry.size)
-        self._storage[dcp_metadata.MetadataIndex(key, offsets)] = dcp_metadata._StorageInfo(
+        self._storage[dcp_metadata.MetadataIndex(key, offsets)] = dcp_metadata.StorageInfo(
             info.relative_path, info.offset, info.length
         )
 
@@ -206,7 +206,7 @@ class StreamingDcpWriter:
     ) -> None:
         self._entries[key] = entry
         index = dcp_metadata.MetadataIndex(key, offsets)
-        self._storage[index] = dcp_metadata._StorageInfo(file.name, start, file.size - start)
+        self._storage[index] = dcp_metadata.StorageInfo(file.name, start, file.size - start)
 
     def written(self) -> tuple[int, int]:
         """Tensors, and their payload bytes, the files' threads have written so far."""

@@ -8,8 +8,9 @@ saves, so the training stall is one device-to-host copy, not an allocation; the 
 host memory the size of this rank's GPU shards, held between saves.
 
 A staged DTensor is built directly on the source's spec with the host buffer as its local
-shard. `DTensor.from_local` would instead rebuild the spec (slow: ~0.4 ms per tensor, a
-second per save at 1.5B) and, the mesh being a CUDA mesh, move the buffer back to the GPU.
+shard. `DTensor.from_local` would instead rebuild the spec (slow: a cost paid per tensor,
+which a model's many tensors add up to a stall at every save) and, the mesh being a CUDA
+mesh, move the buffer back to the GPU.
 """
 
 from __future__ import annotations

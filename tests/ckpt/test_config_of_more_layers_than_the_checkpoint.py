@@ -15,6 +15,7 @@ import pytest
 import torch.distributed.checkpoint as dcp
 
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS
+from tests.support.cli_errors import error_prefixed_lines
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
 from tests.support.megatron_checkpoints import megatron_args, megatron_run
@@ -39,17 +40,13 @@ def _config_of(root: Path, layers: int) -> Path:
     return given
 
 
-def _errors(stdout: str, stderr: str) -> list[str]:
-    return [line for line in (stdout + stderr).splitlines() if line.startswith("error:")]
-
-
 @pytest.mark.parametrize("layers", [4, 11, 24, MAX_LAYERS])
 def test_export_with_a_larger_given_config_says_both_counts_exit_2(layers, tmp_path):
     ckpt, given = _bare_dcp(tmp_path), _config_of(tmp_path, layers)
     code, stdout, err = run_cli(
         "ckpt", "export-hf", ckpt, "--hf-config", given, "--out", tmp_path / "hf"
     )
-    errors = _errors(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 2 and len(errors) == 1, stdout + err
     assert f"--hf-config {given / 'config.json'}: num_hidden_layers={layers}, {HELD}" in errors[0]
     assert "allowed" not in errors[0] and not (tmp_path / "hf").exists()
@@ -61,7 +58,7 @@ def test_export_with_a_larger_recorded_config_is_the_checkpoints_fault_exit_1(tm
     model = tiny_causal_lm("qwen3")
     run = megatron_run(tmp_path, model, megatron_args(model, num_layers=5))
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
-    errors = _errors(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1 and len(errors) == 1, stdout + err
     assert f"num_hidden_layers=5, {HELD}" in errors[0], errors
 
@@ -69,7 +66,7 @@ def test_export_with_a_larger_recorded_config_is_the_checkpoints_fault_exit_1(tm
 def test_validate_says_the_cause_first_and_counts_the_missing_weights(tmp_path):
     ckpt, given = _bare_dcp(tmp_path), _config_of(tmp_path, MAX_LAYERS)
     code, stdout, err = run_cli("ckpt", "validate", ckpt, "--hf-config", given)
-    errors = _errors(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1 and len(errors) == 2, stdout + err
     assert errors[0].endswith(f"config.json: num_hidden_layers={MAX_LAYERS}, {HELD}"), errors
     missing = (MAX_LAYERS - 2) * 12  # a Qwen2 layer's 12 weights (q/k/v with biases)
@@ -80,7 +77,7 @@ def test_validate_says_the_cause_first_and_counts_the_missing_weights(tmp_path):
 def test_validate_counts_weights_a_smaller_config_has_no_place_for(tmp_path):
     ckpt, given = _bare_dcp(tmp_path), _config_of(tmp_path, 1)
     code, stdout, err = run_cli("ckpt", "validate", ckpt, "--hf-config", given)
-    errors = _errors(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1 and len(errors) == 1, stdout + err
     assert ": 12 weights are unexpected for qwen2 per it: [" in errors[0], errors
     assert errors[0].endswith(" (+9 more)"), errors
@@ -91,7 +88,7 @@ def test_the_tools_own_limit_is_said_apart_with_the_same_number_everywhere(tmp_p
     limit; the limit is one number, not one derived from the checkpoint."""
     ckpt, given = _bare_dcp(tmp_path), _config_of(tmp_path, 10**9)
     code, stdout, err = run_cli("ckpt", "validate", ckpt, "--hf-config", given)
-    errors = _errors(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1 and len(errors) == 2, stdout + err
     assert f"num_hidden_layers={10**9}, {HELD}" in errors[0], errors
     assert errors[1].endswith(f"num_hidden_layers={10**9} is over the {MAX_LAYERS} allowed")

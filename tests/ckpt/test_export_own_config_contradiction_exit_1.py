@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.cli_errors import error_prefixed_lines
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
 from tests.support.megatron_checkpoints import mcore_weights, megatron_args, megatron_run
@@ -66,15 +67,11 @@ CASES = {
 }
 
 
-def _error_lines(stdout: str, stderr: str) -> list[str]:
-    return [line for line in (stdout + stderr).splitlines() if line.startswith("error:")]
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_weights_against_the_checkpoints_own_config_exit_1_as_validate(case, tmp_path):
     run = CASES[case](tmp_path)
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
-    errors = _error_lines(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1 and len(errors) == 1, stdout + err
     assert str(run / "iter_0000100") in errors[0], errors
     assert not (tmp_path / "hf").exists()
@@ -95,7 +92,7 @@ def test_a_layout_the_names_do_not_show_is_bad_usage(tmp_path):
     code, stdout, err = run_cli(
         "ckpt", "export-hf", run, "--out", tmp_path / "hf", "--layout", "hf"
     )
-    errors = _error_lines(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 2 and len(errors) == 1 and "(hf layout)" in errors[0], stdout + err
 
 
@@ -110,6 +107,6 @@ def test_a_config_the_user_gave_is_bad_usage(tmp_path):
     code, stdout, err = run_cli(
         "ckpt", "export-hf", run, "--out", tmp_path / "hf", "--hf-config", given
     )
-    errors = _error_lines(stdout, err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 2 and len(errors) == 1, stdout + err
     assert "have no llama mcore mapping" in errors[0] and "q_layernorm" in errors[0], errors

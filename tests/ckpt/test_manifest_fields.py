@@ -16,7 +16,7 @@ import pytest
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
-from tests.support.cli_errors import error_lines
+from tests.support.cli_errors import lines_besides_starting
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES
 
@@ -55,7 +55,7 @@ def _flip_a_bit(path: Path, after: str, mask: int) -> None:
 def _one_error(*args) -> str:
     """The one error line `mfsdp ckpt ARGS` ends with, exit 1."""
     code, stdout, stderr = run_cli("ckpt", *args)
-    lines = error_lines(stderr)
+    lines = lines_besides_starting(stderr)
     assert code == 1 and len(lines) == 1, stdout + stderr
     return lines[0]
 

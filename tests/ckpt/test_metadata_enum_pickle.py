@@ -14,7 +14,7 @@ def test_enum_members_pickle_alike_under_a_getattr_reducer(monkeypatch):
     """CPython 3.11.2 reduces an Enum member to `getattr(cls, name)` (3.11.7: `cls(value)`);
     import-hf failed there with "getattr has no DCP name". Forced here, the bytes stay."""
     expected = dump_metadata(_metadata())
-    encoding = dcp_metadata._MEM_FORMAT_ENCODING
+    encoding = dcp_metadata.MemFormatEncoding
     monkeypatch.setattr(
         encoding, "__reduce_ex__", lambda self, protocol: (getattr, (type(self), self.name))
     )

@@ -14,12 +14,9 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from mfsdp_ckpt.format.dcp_metadata import (
-    UnsafeMetadataError,
-    load_metadata_bytes,
-    load_plain_metadata_bytes,
-)
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_plain_metadata_bytes
 from tests.support.interop_layouts import run_cli
+from tests.support.metadata_reads import load_metadata_bytes
 
 
 def _getattr_reduction(self, protocol):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from bench.dcp_metadata_read import build_metadata
 from cli.main import app
 from mfsdp_ckpt.format import dcp_metadata, restricted_pickle
-from mfsdp_ckpt.format.dcp_metadata import _plain_classes, _records, reporting_reads
+from mfsdp_ckpt.format.dcp_metadata import allowed_classes, record_types, reporting_reads
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
 from tests.support.megatron_checkpoints import save_dcp
 
@@ -23,30 +23,32 @@ def _chunks(metadata) -> int:
 
 def test_progress_rises_from_nothing_to_the_whole_file(monkeypatch):
     data = build_metadata(200, 50)
-    allowed = _plain_classes()
+    allowed = allowed_classes("plain")
     monkeypatch.setattr(restricted_pickle, "PROGRESS_EVERY", 1 << 18)
     reports: list[tuple[int, int]] = []
     metadata = restricted_loads(
-        data, allowed, _records(allowed), progress=lambda *r: reports.append(r)
+        data, allowed, record_types(allowed), progress=lambda *r: reports.append(r)
     )
     assert reports[0] == (0, len(data)) and reports[-1] == (len(data), len(data))
     done = [d for d, _ in reports]
     assert done == sorted(done) and len(set(done)) > 5, reports
     assert (
-        _chunks(metadata) == _chunks(restricted_loads(data, allowed, _records(allowed))) == 10_000
+        _chunks(metadata)
+        == _chunks(restricted_loads(data, allowed, record_types(allowed)))
+        == 10_000
     )
 
 
 def test_the_budget_still_refuses_with_progress_reported(monkeypatch):
     data = build_metadata(200, 50)
-    allowed = _plain_classes()
+    allowed = allowed_classes("plain")
     monkeypatch.setattr(restricted_pickle, "PROGRESS_EVERY", 1 << 16)
     reports: list[tuple[int, int]] = []
     with pytest.raises(PickleRefused, match="would retain more than"):
         restricted_loads(
             data,
             allowed,
-            _records(allowed),
+            record_types(allowed),
             budget=len(data) * 4,
             progress=lambda *r: reports.append(r),
         )

@@ -15,7 +15,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from mfsdp_ckpt.format import dcp_metadata
-from mfsdp_ckpt.format.dcp_metadata import _plain_classes, _records
+from mfsdp_ckpt.format.dcp_metadata import allowed_classes, record_types
 from mfsdp_ckpt.format.restricted_pickle import RestrictedUnpickler, memory_budget
 from tests.support.interop_layouts import run_cli
 
@@ -56,8 +56,8 @@ def test_bytes_after_the_pickle_raise_no_budget(tmp_path):
     ckpt = _checkpoint(tmp_path)
     pickle_bytes = (ckpt / ".metadata").read_bytes()
     data = pickle_bytes + bytes(20 << 20)
-    allowed = _plain_classes()
-    reader = RestrictedUnpickler(data, allowed, _records(allowed))
+    allowed = allowed_classes("plain")
+    reader = RestrictedUnpickler(data, allowed, record_types(allowed))
     reader.load()
     assert reader.consumed == len(pickle_bytes)
     assert reader.budget == memory_budget(len(pickle_bytes)) < memory_budget(len(data))

@@ -22,9 +22,10 @@ import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format import dtypes, layout
-from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes, load_plain_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import load_plain_metadata_bytes
 from mfsdp_ckpt.storage.reader import _tensor_layout
 from tests.support.fresh_python import modules_after
+from tests.support.metadata_reads import load_metadata_bytes
 
 RUN_CLI = "sys.argv = ['mfsdp', *sys.argv[2:]]\nfrom cli.main import main\nmain()"
 

@@ -23,6 +23,7 @@ import torch.distributed.checkpoint as dcp
 
 from mfsdp_ckpt.check.object_pickles import CHECKPOINT_DATA, TORCH_ADMITTED
 from mfsdp_ckpt.format.restricted_pickle import COMPUTED, UNNAMED, pickle_globals
+from tests.support.cli_errors import error_prefixed_lines
 from tests.support.interop_layouts import run_cli
 
 SYSTEM = f"{os.system.__module__}.system"  # posix.system here
@@ -52,15 +53,11 @@ def marker(tmp_path) -> Path:
     return tmp_path / "RAN"
 
 
-def _errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("error:")]
-
-
 @pytest.mark.parametrize("deep", [False, True])
 def test_validate_names_the_entry_and_the_callable_and_fails(tmp_path, marker, deep):
     ckpt = _save(tmp_path, {"extra.evil": _RunsACommand(marker), "extra.step": 3})
     code, stdout, err = run_cli("ckpt", "validate", ckpt, *(["--deep"] if deep else []))
-    errors = _errors(stdout + err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1 and "INVALID" in stdout + err, stdout + err
     assert len(errors) == 1, stdout + err
     assert "[extra.evil]" in errors[0] and SYSTEM in errors[0], errors[0]
@@ -80,7 +77,7 @@ def test_inspect_says_what_torch_would_execute(tmp_path, marker):
 def test_many_such_entries_are_listed_first_then_counted(tmp_path, marker):
     ckpt = _save(tmp_path, {f"extra.evil{i}": _RunsACommand(marker) for i in range(8)})
     code, stdout, err = run_cli("ckpt", "validate", ckpt)
-    errors = _errors(stdout + err)
+    errors = error_prefixed_lines(stdout + err)
     assert code == 1
     assert sum(SYSTEM in line for line in errors) == 5, stdout + err
     assert any("(+3 more non-tensor entries" in line for line in errors), stdout + err

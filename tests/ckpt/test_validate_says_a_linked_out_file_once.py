@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli_errors import error_prefixed_lines
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES
 
@@ -22,7 +23,7 @@ STEP = "global_step_2"
 def _errors(*args: object) -> list[str]:
     code, stdout, err = run_cli("ckpt", "validate", *args)
     assert code == 1, stdout + err
-    return [line for line in (stdout + err).splitlines() if line.startswith("error:")]
+    return error_prefixed_lines(stdout + err)
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from mfsdp_ckpt.format import run_steps
-from tests.support.cli_errors import error_lines
-from tests.support.launched_sft import launch_tiny_sft
+from tests.support.cli_errors import lines_besides_starting
+from tests.support.launched_sft import launch_tiny_sft, lines_until_step
 from tests.support.metrics import read_metrics
 from tests.support.sft import write_chat_jsonl
 
@@ -76,12 +76,7 @@ def test_a_rank_a_signal_stopped_is_said_with_the_newest_checkpoint(
         "checkpoint.save_every=1",
         "trainer.log_every=1",
     )
-    lines = []
-    assert process.stderr is not None
-    for line in process.stderr:  # the third step's log line: a step has been saved
-        lines.append(line)
-        if line.startswith("[sft] step 3/"):
-            break
+    lines = lines_until_step(process, 3)  # the third step's log line: a step has been saved
     os.kill(_rank_pid(process.pid, rank), sig)
     try:
         _out, rest = process.communicate(timeout=180)
@@ -93,7 +88,7 @@ def test_a_rank_a_signal_stopped_is_said_with_the_newest_checkpoint(
     newest = run_steps.read_tracker(run)
     assert newest in run_steps.list_complete_steps(run)
     reached = max(record["step"] for record in read_metrics(run))
-    said = [line for line in error_lines(rest) if not line.startswith("[sft] step ")]
+    said = [line for line in lines_besides_starting(rest) if not line.startswith("[sft] step ")]
     assert said == [
         f"error: {stopped} after step {reached}; the newest checkpoint is"
         f" {run}/global_step_{newest}: run the same command again to resume from it"
@@ -121,4 +116,4 @@ def test_a_rank_interrupted_alone_is_named_over_the_peers_that_lost_it(tmp_path)
     finally:
         launched.kill()
     assert launched.returncode == 130, stderr
-    assert error_lines(stderr) == ["error: rank 0: interrupted"], stderr
+    assert lines_besides_starting(stderr) == ["error: rank 0: interrupted"], stderr

@@ -25,6 +25,7 @@ from cli import demo_record
 from cli.command_as_run import DEV_SCRIPT
 from cli.demo import VALIDATING, _claim, _Phase
 from cli.demo_record import EXPORT_DIR
+from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
 
 
@@ -34,16 +35,6 @@ def _left(out: Path, dev: str) -> str:
     return (
         f"`{dev} ckpt validate --deep {run}` validates it, `{dev} ckpt export-hf {run} --out"
         f" {hf} --dtype fp32 --verify` exports it; `{dev} demo --out {out}` again starts over"
-    )
-
-
-def _mfsdp(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
 
 
@@ -75,7 +66,7 @@ def test_a_closed_stdout_after_training_says_the_run_is_kept_and_its_export_star
     )
     # the export it names, then the start over it names: the export is the demo's own
     export = ["ckpt", "export-hf", str(out / "sft"), "--out", str(out / "hf")]
-    done = _mfsdp(*export, "--dtype", "fp32", "--verify", env=env)
+    done = mfsdp(*export, "--dtype", "fp32", "--verify", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     kept = _claim(out)
     assert kept is not None and (kept / "hf" / "config.json").is_file()
@@ -152,7 +143,7 @@ def test_an_export_there_is_the_demos_own(tmp_path):
 def test_a_complete_demo_ends_naming_a_next_command_as_it_was_started(tmp_path):
     out = tmp_path / "d"
     env = {**os.environ, "PYTHONPATH": str(REPO), DEV_SCRIPT: "../mfsdp/dev"}
-    done = _mfsdp("demo", "--out", str(out), "--steps", "1", "--nproc", "1", env=env)
+    done = mfsdp("demo", "--out", str(out), "--steps", "1", "--nproc", "1", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
     assert last.startswith("[demo] done in "), last

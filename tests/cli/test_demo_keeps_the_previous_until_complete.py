@@ -4,14 +4,11 @@ half built and the complete demo d2 had held already deleted."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from cli import demo_record
 from cli.demo import _claim
-from tests.support.paths import REPO
+from tests.support.fresh_python import demo_with_stdout_closed
 
 
 def _previous_demo(out: Path) -> None:
@@ -40,18 +37,8 @@ def test_the_previous_demo_is_moved_beside_not_deleted(tmp_path):
 def test_a_closed_stdout_stops_the_demo_in_one_line_keeping_the_previous(tmp_path):
     out = tmp_path / "d2"
     _previous_demo(out)
-    demo = subprocess.Popen(
-        [sys.executable, "-c", "from cli.main import main; main()", "demo", "--out", str(out)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert demo.stdout is not None
-    demo.stdout.close()  # as `| head -0` does
-    _out, err = demo.communicate(timeout=120)
-    assert demo.returncode == 141
+    code, err = demo_with_stdout_closed(out)  # as `| head -0` does
+    assert code == 141
     kept = tmp_path / ".d2.demo-previous"
     assert err == (
         "error: stdout closed; the demo stopped at writing the data and model;"

@@ -7,29 +7,16 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 from cli.command_as_run import DEV_SCRIPT
+from tests.support.fresh_python import mfsdp
 from tests.support.paths import repo_env
 from tests.support.sft import TINY_CONFIG, write_chat_jsonl
 from trainer.tiny import build_tiny_model_dir
 
-_MFSDP = "import sys\nsys.argv = ['mfsdp', *sys.argv[1:]]\nfrom cli.main import main\nmain()\n"
 # as a user runs it: `mfsdp` itself, not through ./dev (which names `./dev mfsdp`)
 _ENV = {**{k: v for k, v in repo_env().items() if k != DEV_SCRIPT}, "OMP_NUM_THREADS": "1"}
-
-
-def _mfsdp(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", _MFSDP, *args],
-        capture_output=True,
-        text=True,
-        env=_ENV,
-        cwd=cwd,
-        timeout=300,
-    )
 
 
 def _next_command(tmp_path: Path, *extra: str) -> list[str]:
@@ -39,7 +26,7 @@ def _next_command(tmp_path: Path, *extra: str) -> list[str]:
     args = ["train", "sft", "--config", str(TINY_CONFIG), f"data.train_files=[{data}]"]
     args += ["trainer.run_dir=runs/r", "trainer.total_steps=1", "data.val_ratio=0"]
     args += ["trainer.eval_every=0", "trainer.progress_bar=false", "model.lora_rank=4", *extra]
-    done = _mfsdp(tmp_path, *args)
+    done = mfsdp(*args, cwd=tmp_path, env=_ENV, timeout=300)
     assert done.returncode == 0, done.stderr
     named = re.search(r"; next: `mfsdp (.*)`$", done.stdout.rstrip())
     assert named, done.stdout
@@ -49,7 +36,7 @@ def _next_command(tmp_path: Path, *extra: str) -> list[str]:
 def test_a_random_init_base_is_told_the_adapter_only_export(tmp_path):
     command = _next_command(tmp_path)
     assert command == ["ckpt", "export-hf", "runs/r", "--out", "out", "--adapter-only"]
-    done = _mfsdp(tmp_path, *command)
+    done = mfsdp(*command, cwd=tmp_path, env=_ENV, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "adapter_config.json").is_file()
 
@@ -58,7 +45,7 @@ def test_a_base_with_weights_is_told_the_merged_export(tmp_path):
     base = build_tiny_model_dir(tmp_path / "base", with_weights=True)
     command = _next_command(tmp_path, f"model.path={base}")
     assert command == ["ckpt", "export-hf", "runs/r", "--out", "out"]
-    done = _mfsdp(tmp_path, *command)
+    done = mfsdp(*command, cwd=tmp_path, env=_ENV, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "model.safetensors").is_file()
     assert not (tmp_path / "out" / "adapter_config.json").exists()

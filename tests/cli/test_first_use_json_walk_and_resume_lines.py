@@ -15,9 +15,9 @@ import click
 import pytest
 
 from cli.main import app
-from tests.support.cli_errors import error_lines
+from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import mfsdp
-from tests.support.launched_sft import launch_tiny_sft
+from tests.support.launched_sft import launch_tiny_sft, lines_until_step
 from tests.support.metrics import read_metrics
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
@@ -94,7 +94,7 @@ def test_a_refused_input_under_json_is_one_json_object_and_exit_1_or_2(tmp_path,
         assert reply["valid"] is False and reply["findings"], reply
         return
     assert reply["exit_code"] == code and reply["error"], reply
-    assert error_lines(done.stderr) == [f"error: {reply['error']}"]
+    assert lines_besides_starting(done.stderr) == [f"error: {reply['error']}"]
 
 
 def test_the_ckpt_and_data_commands_succeed_with_one_json_object(tmp_path):
@@ -118,9 +118,7 @@ def test_the_ckpt_and_data_commands_succeed_with_one_json_object(tmp_path):
 def _stop_after(process, step: int) -> tuple[str, str]:
     """Ctrl-C, as a terminal sends it to every process of the run, once `step` has been
     logged; the run's stdout, and its stderr after it."""
-    for line in process.stderr:
-        if line.startswith(f"[sft] step {step}/"):
-            break
+    lines_until_step(process, step)
     os.killpg(process.pid, signal.SIGINT)
     return process.communicate(timeout=120)
 
@@ -137,7 +135,7 @@ def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
     _out, rest = _stop_after(process, 1)
     assert process.returncode == 130, rest
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
-    assert error_lines(rest) == [
+    assert lines_besides_starting(rest) == [
         f"error: interrupted after step {reached}; no checkpoint was saved in"
         f" {tmp_path / 'run'} yet"
     ]
@@ -164,7 +162,7 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
         f"interrupted after step {reached}; the newest checkpoint is {newest}: run it again"
         " with checkpoint.resume=auto to resume from it"
     )
-    assert error_lines(rest) == [f"error: {said}"]
+    assert lines_besides_starting(rest) == [f"error: {said}"]
     assert json.loads(out) == {"error": said, "exit_code": 130}
 
 
@@ -199,7 +197,7 @@ def test_a_run_dir_that_is_or_lies_in_a_step_is_refused_naming_the_run(tmp_path,
     done = mfsdp("train", "sft", *overrides, "trainer.total_steps=1")
     assert done.returncode == 2, done.stderr
     what = what.format(run=run)
-    assert error_lines(done.stderr) == [
+    assert lines_besides_starting(done.stderr) == [
         f"error: trainer.run_dir: {run / where} {what}; give trainer.run_dir={run} to resume "
         "the run it belongs to"
     ]

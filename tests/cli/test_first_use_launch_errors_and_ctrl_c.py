@@ -23,9 +23,9 @@ from click.testing import CliRunner
 from cli.errors import MfsdpGroup
 from cli.main import app
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
-from tests.support.cli_errors import error_lines
+from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
-from tests.support.launched_sft import launch_tiny_sft
+from tests.support.launched_sft import launch_tiny_sft, lines_until_step
 from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
@@ -127,7 +127,7 @@ TINY = ["--config", "examples/sft_tiny_cpu.yaml"]
 )
 def test_data_mistakes_are_one_line_before_torch_loads(args, expected):
     done = mfsdp("train", "sft", *args)
-    lines = error_lines(done.stderr)
+    lines = lines_besides_starting(done.stderr)
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
     assert expected in lines[0]
     loaded = modules_after(MAIN_CATCHING_EXIT, "train", "sft", *args, roots=("torch",))
@@ -152,7 +152,7 @@ def test_from_verl_reports_a_malformed_script_value_in_one_line(tmp_path):
     )
     done = CliRunner().invoke(app, ["config", "from-verl", str(script)])
     assert done.exit_code == 2, done.output
-    assert error_lines(done.stderr) == [
+    assert lines_besides_starting(done.stderr) == [
         f"error: {script}: data.train_files: '[a' ends before its bracket or brace is closed,"
         " so verl does not start; quote the value ('...') for its text"
     ]
@@ -176,7 +176,7 @@ def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
     process = launch_tiny_sft(tmp_path, f"data.train_files={rl_table}")
     _out, err = process.communicate(timeout=300)
     assert process.returncode == 2, err
-    assert error_lines(err) == [
+    assert lines_besides_starting(err) == [
         f"error: {rl_table} row 1: no 'messages' column and no 'prompt'/'response' columns"
         " (found: data_source, prompt, ability, reward_model, extra_info); a verl RL table"
         " (prompts and rewards): `mfsdp train grpo` reads it"
@@ -194,11 +194,7 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
         "checkpoint.save_every=1",
         "trainer.log_every=1",
     )
-    lines = []
-    for line in process.stderr:  # the second step's log line: the ranks are training
-        lines.append(line)
-        if line.startswith("[sft] step 2/"):
-            break
+    lines = lines_until_step(process, 2)  # the second step's log line: the ranks are training
     os.killpg(process.pid, signal.SIGINT)
     _out, rest = process.communicate(timeout=120)
     assert process.returncode == 130, "".join(lines) + rest
@@ -206,7 +202,7 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     assert newest in run_steps.list_complete_steps(tmp_path / "run")
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     assert reached >= 2
-    assert error_lines(rest) == [
+    assert lines_besides_starting(rest) == [
         f"error: interrupted after step {reached}; the newest checkpoint is"
         f" {tmp_path / 'run'}/global_step_{newest}: run the same command again to resume from it"
     ], rest
@@ -269,7 +265,7 @@ def test_an_unfinished_save_is_never_read_as_a_checkpoint(tmp_path):
     for given in (unfinished, unfinished / "dist_ckpt"):
         done = CliRunner().invoke(app, ["ckpt", "validate", str(given)])
         assert done.exit_code == 2, done.output
-        assert error_lines(done.stderr) == [
+        assert lines_besides_starting(done.stderr) == [
             f"error: {given}: an unfinished save of step 2 (renamed to global_step_2/ only "
             f"once complete); give the run dir {run}"
         ]
@@ -319,7 +315,7 @@ def test_import_hf_given_the_weights_file_names_the_dir_to_give(tmp_path):
         app, ["ckpt", "import-hf", str(weights), "--out", str(tmp_path / "o")]
     )
     assert done.exit_code == 2
-    assert error_lines(done.stderr) == [
+    assert lines_besides_starting(done.stderr) == [
         f"error: {weights}: a file, not a directory (give the Hugging Face model dir holding "
         f"it: {weights.parent})"
     ]

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
+from tests.support.fresh_python import demo_with_stdout_closed
 from tests.support.paths import REPO
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
@@ -207,18 +208,8 @@ def test_mfsdps_keys_come_before_verl_keys_that_set_nothing_here():
 
 def test_a_closed_stdout_stops_the_demo_with_141_and_says_a_rerun_starts_over(tmp_path):
     out = tmp_path / "d"
-    demo = subprocess.Popen(
-        [sys.executable, "-c", "from cli.main import main; main()", "demo", "--out", str(out)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert demo.stdout is not None
-    demo.stdout.close()  # as `| head -0` does
-    _out, err = demo.communicate(timeout=120)
-    assert demo.returncode == 141
+    code, err = demo_with_stdout_closed(out)  # as `| head -0` does
+    assert code == 141
     assert err == (
         f"error: stdout closed; the demo stopped at writing the data and model; {out} is"
         f" incomplete; `mfsdp demo --out {out}` again starts over\n"

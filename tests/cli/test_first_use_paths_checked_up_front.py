@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -17,23 +15,6 @@ from tests.support.paths import FIXTURES, REPO
 
 TINY = ["train", "sft", "--config", "examples/sft_tiny_cpu.yaml"]
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
-
-
-def _run(*args: str, cwd=REPO, **env: str) -> subprocess.CompletedProcess:
-    """`mfsdp ARGS` in a fresh interpreter from `cwd`, with `env` added to the environment."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import sys; sys.path.insert(0, {str(REPO)!r})\nfrom cli.main import main; main()",
-            *args,
-        ],
-        cwd=cwd,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def _data(tmp_path):
@@ -82,13 +63,20 @@ def test_a_grpo_reward_file_that_is_missing_fails_before_torch_loads():
 def test_a_relative_path_names_the_directory_it_was_read_from(tmp_path):
     """The example configs' paths are relative to the repository root: run from elsewhere,
     the error says where they were looked for."""
-    done = _run("train", "sft", "--config", str(REPO / "examples/sft_tiny_cpu.yaml"), cwd=tmp_path)
+    done = mfsdp(
+        "train",
+        "sft",
+        "--config",
+        str(REPO / "examples/sft_tiny_cpu.yaml"),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 2
     assert done.stderr.startswith(
         "error: data.train_files: runs/demo/data/sft/train.parquet: no such file; relative "
         f"paths are read from {tmp_path}; `mfsdp demo` writes it"
     ), done.stderr
-    model = _run(*TINY, _data(tmp_path), "model.path=models/q05")
+    model = mfsdp(*TINY, _data(tmp_path), "model.path=models/q05", timeout=300)
     assert f"relative paths are read from {REPO})" in model.stderr, model.stderr
 
 
@@ -116,14 +104,15 @@ def test_a_read_only_run_dir_is_named_as_such(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2"])
 def test_a_malformed_omp_num_threads_is_one_note_not_a_warning_per_process(value):
-    done = _run(
+    done = mfsdp(
         "ckpt",
         "validate",
         str(MCORE_QWEN2 / "dist_ckpt"),
         "--hf-config",
         str(MCORE_QWEN2 / "config.json"),
         "--deep",
-        OMP_NUM_THREADS=value,
+        env={**os.environ, "OMP_NUM_THREADS": value},
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == (
@@ -171,8 +160,14 @@ def test_a_data_dir_given_as_a_file_names_the_files_in_it(given, kind, tmp_path)
             (tmp_path / "out" / family / f"{split}.parquet").write_bytes(b"")
     command = "sft" if kind == "sft" else "grpo"
     config = f"examples/{command}_tiny_cpu.yaml"
-    done = _run(
-        "train", command, "--config", str(REPO / config), f"data.train_files={given}", cwd=tmp_path
+    done = mfsdp(
+        "train",
+        command,
+        "--config",
+        str(REPO / config),
+        f"data.train_files={given}",
+        cwd=tmp_path,
+        timeout=300,
     )
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip().splitlines()[-1]

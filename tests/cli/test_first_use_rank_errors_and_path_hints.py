@@ -22,7 +22,7 @@ from tests.support.permissions import run_cli_denied
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 
 
-def _error_lines(stderr: str) -> list[str]:
+def _nonblank_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
 
 
@@ -38,13 +38,13 @@ def _two_ranks(how: str, stopping: int = 0, *flags: str) -> subprocess.Completed
 def test_a_rank_that_fails_first_is_the_only_error_shown():
     done = _two_ranks("fails")
     assert done.returncode == 1, done.stderr
-    assert _error_lines(done.stderr) == [f"error: {own_failure(0)}"], done.stderr
+    assert _nonblank_lines(done.stderr) == [f"error: {own_failure(0)}"], done.stderr
 
 
 def test_a_rank_killed_by_a_signal_is_named_in_one_line():
     done = _two_ranks("is-killed")
     assert done.returncode == 1, done.stderr
-    assert _error_lines(done.stderr) == [
+    assert _nonblank_lines(done.stderr) == [
         "error: rank 0: killed by SIGKILL (out of memory? see dmesg)"
     ], done.stderr
 
@@ -111,7 +111,7 @@ def test_a_mistyped_checkpoint_path_names_the_closest_one(
     name, *options = command
     done = CliRunner().invoke(app, ["ckpt", name, given, *options])
     assert done.exit_code == 2, done.output
-    assert _error_lines(done.stderr) == [
+    assert _nonblank_lines(done.stderr) == [
         f"error: {given}: no such file or directory; relative paths are read from {tmp_path};"
         f" did you mean {meant}?{steps}"
     ]
@@ -124,7 +124,7 @@ def test_a_path_like_no_name_there_gets_no_guess(tmp_path, given):
     (tmp_path / "gone").symlink_to(tmp_path / "removed")
     done = CliRunner().invoke(app, ["ckpt", "validate", str(tmp_path / given)])
     assert done.exit_code == 2
-    assert _error_lines(done.stderr) == [f"error: {tmp_path / given}: no such file or directory"]
+    assert _nonblank_lines(done.stderr) == [f"error: {tmp_path / given}: no such file or directory"]
 
 
 def test_an_out_this_user_cannot_write_is_refused_in_one_line_naming_it(tmp_path):
@@ -154,5 +154,5 @@ def test_an_out_this_user_cannot_write_is_refused_in_one_line_naming_it(tmp_path
     expected = f"error: --out {out}: {locked} is not writable by this user; choose another --out"
     for name, record in zip(commands, records):
         assert (record["exit"], record["escaped"]) == (2, None), (name, record)
-        assert _error_lines(record["stderr"]) == [expected], (name, record)
+        assert _nonblank_lines(record["stderr"]) == [expected], (name, record)
     assert list(locked.iterdir()) == []

@@ -5,25 +5,14 @@ unrelated as '--help'; a flag with no such key says so."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
-from cli.main import main
 from cli.megatron_flags import FLAGS
+from tests.support.cli_errors import usage_error_line
 from trainer.config import SFTConfig
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_keys import is_native
-
-
-def _error_of(monkeypatch, capsys, *args: str) -> str:
-    """The error line of `mfsdp ARGS`, which must be a usage error (exit 2) of one line."""
-    monkeypatch.setattr(sys, "argv", ["mfsdp", *args])
-    with pytest.raises(SystemExit) as done:
-        main()
-    err = capsys.readouterr().err
-    assert done.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
-    return err.strip()
 
 
 @pytest.mark.parametrize(
@@ -47,24 +36,24 @@ def _error_of(monkeypatch, capsys, *args: str) -> str:
 )
 def test_a_megatron_flag_to_train_sft_is_told_its_key(monkeypatch, capsys, given, meant):
     args = ["train", "sft", "--config", "examples/sft_tiny_cpu.yaml", *given]
-    said = _error_of(monkeypatch, capsys, *args)
+    said = usage_error_line(monkeypatch, capsys, *args)
     flag = given[0].partition("=")[0]
     assert said.startswith(f"error: No such option '{flag}' for 'mfsdp train sft': "), said
     assert meant in said and "--help" not in said
 
 
 def test_grpo_is_told_its_own_keys(monkeypatch, capsys):
-    said = _error_of(monkeypatch, capsys, "train", "grpo", "--global-batch-size", "64")
+    said = usage_error_line(monkeypatch, capsys, "train", "grpo", "--global-batch-size", "64")
     assert "actor.ppo_mini_batch_size=64" in said and "data.global_batch_size" not in said
 
 
 def test_a_flag_with_no_equivalent_says_so(monkeypatch, capsys):
-    said = _error_of(monkeypatch, capsys, "train", "sft", "--ckpt-format", "torch_dist")
+    said = usage_error_line(monkeypatch, capsys, "train", "sft", "--ckpt-format", "torch_dist")
     assert "--ckpt-format has no equivalent in mfsdp: checkpoints are always DTensor" in said
 
 
 def test_the_word_after_a_flag_without_a_value_is_not_taken_as_its_value(monkeypatch, capsys):
-    said = _error_of(monkeypatch, capsys, "train", "sft", "--bf16", "optim.lr=1e-4")
+    said = usage_error_line(monkeypatch, capsys, "train", "sft", "--bf16", "optim.lr=1e-4")
     assert said.endswith("as strategy.mixed_precision=bf16"), said
 
 
@@ -83,5 +72,5 @@ def test_every_key_the_table_names_is_a_key_of_that_command(config, command):
     ],
 )
 def test_a_guess_far_from_the_option_given_is_not_offered(monkeypatch, capsys, args):
-    said = _error_of(monkeypatch, capsys, *args)
+    said = usage_error_line(monkeypatch, capsys, *args)
     assert "did you mean" not in said, said

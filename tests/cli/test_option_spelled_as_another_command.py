@@ -5,22 +5,9 @@ option to put before it. Each was click's bare "No such option" or "Missing opti
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from cli.main import main
-
-
-def _error_of(monkeypatch, capsys, tmp_path, *args: str) -> str:
-    """The error line of `mfsdp ARGS`, which must be a usage error (exit 2) of one line."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["mfsdp", *args])
-    with pytest.raises(SystemExit) as done:
-        main()
-    err = capsys.readouterr().err
-    assert done.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
-    return err.strip()
+from tests.support.cli_errors import usage_error_line
 
 
 @pytest.mark.parametrize(
@@ -37,7 +24,7 @@ def _error_of(monkeypatch, capsys, tmp_path, *args: str) -> str:
 def test_another_spelling_names_this_commands_option(
     monkeypatch, capsys, tmp_path, args, meant, spelled_by
 ):
-    line = _error_of(monkeypatch, capsys, tmp_path, *args)
+    line = usage_error_line(monkeypatch, capsys, *args, cwd=tmp_path)
     assert f"(did you mean '{meant}'?)" in line
     if spelled_by is not None:
         assert line.endswith(
@@ -54,11 +41,11 @@ def test_another_spelling_names_this_commands_option(
     ],
 )
 def test_a_value_without_its_option_is_named_with_it(monkeypatch, capsys, tmp_path, args, word):
-    line = _error_of(monkeypatch, capsys, tmp_path, *args)
+    line = usage_error_line(monkeypatch, capsys, *args, cwd=tmp_path)
     assert line.startswith(f"error: Missing option '--out' for 'mfsdp ckpt {args[1]}'")
     assert line.endswith(f"(did you mean --out {word}?)")
 
 
 def test_missing_option_with_no_extra_word_is_as_before(monkeypatch, capsys, tmp_path):
-    line = _error_of(monkeypatch, capsys, tmp_path, "ckpt", "export-hf", "runs/a")
+    line = usage_error_line(monkeypatch, capsys, "ckpt", "export-hf", "runs/a", cwd=tmp_path)
     assert "did you mean" not in line and "Missing option '--out'" in line

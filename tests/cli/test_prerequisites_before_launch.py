@@ -1,41 +1,21 @@
 """A config asking for what this machine lacks is refused before anything starts.
 
-`rollout.name=vllm` without vLLM was a 63-line traceback per rank after the model had
-loaded (20 s), exit 1, nothing on stdout under --json; `strategy.name=megatron_fsdp` on a
+`rollout.name=vllm` without vLLM was a long traceback per rank once the model had loaded
+(seconds in), exit 1, nothing on stdout under --json; `strategy.name=megatron_fsdp` on a
 CPU machine launched torchrun and loaded the model before its (good) one line. A package
 is hidden here as Python itself blocks an import: `sys.modules[name] = None`."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.fresh_python import mfsdp
+from tests.support.missing_package import mfsdp_without
 from tests.support.sft import write_chat_jsonl
 from trainer.config import ConfigError
-
-# `mfsdp ARGV` in a fresh interpreter with the packages named in HIDE unimportable
-_HIDDEN_MAIN = """
-import sys
-for name in sys.argv[1].split(","):
-    sys.modules[name] = None
-sys.argv = ["mfsdp", *sys.argv[2:]]
-from cli.main import main
-main()
-"""
-
-
-def _mfsdp_without(hidden: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", _HIDDEN_MAIN, hidden, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _rl_rows(path) -> str:
@@ -52,7 +32,7 @@ def _rl_rows(path) -> str:
 def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ranks):
     run_dir = tmp_path / "run"
     data = _rl_rows(tmp_path / "rl.jsonl")
-    done = _mfsdp_without(
+    done = mfsdp_without(
         "vllm",
         "train",
         "grpo",
@@ -77,8 +57,7 @@ def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ra
 def test_megatron_fsdp_on_a_cpu_machine_is_refused_before_launch(tmp_path):
     run_dir = tmp_path / "run"
     data = write_chat_jsonl(tmp_path / "chat.jsonl", rows=4)
-    done = _mfsdp_without(
-        "_none_",
+    done = mfsdp(
         "train",
         "sft",
         "--config",
@@ -98,7 +77,7 @@ def test_megatron_fsdp_on_a_cpu_machine_is_refused_before_launch(tmp_path):
 
 def test_megatron_fsdp_not_installed_is_named(tmp_path):
     data = write_chat_jsonl(tmp_path / "chat.jsonl", rows=4)
-    done = _mfsdp_without(
+    done = mfsdp_without(
         "megatron_fsdp",
         "train",
         "sft",
@@ -112,6 +91,32 @@ def test_megatron_fsdp_not_installed_is_named(tmp_path):
     line = done.stderr.strip()
     assert line.startswith("error: strategy.name=megatron_fsdp: the megatron-fsdp package is not")
     assert "\n" not in line
+
+
+def test_a_machine_lacking_both_is_told_one_line_before_launch(tmp_path):
+    """Neither vLLM nor megatron-fsdp installed, both asked for: one of them named, in one
+    line, and nothing started."""
+    run_dir = tmp_path / "run"
+    data = _rl_rows(tmp_path / "rl.jsonl")
+    done = mfsdp_without(
+        ("vllm", "megatron_fsdp"),
+        "train",
+        "grpo",
+        "--config",
+        "examples/grpo_tiny_cpu.yaml",
+        "rollout.name=vllm",
+        "strategy.name=megatron_fsdp",
+        f"data.train_files=[{data}]",
+        "data.val_files=[]",
+        f"trainer.run_dir={run_dir}",
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        ("error: rollout.name=vllm: vLLM is not installed", "error: strategy.name=megatron_fsdp: ")
+    ), lines[0]
+    assert not run_dir.exists()
 
 
 def test_a_rank_started_without_the_launcher_check_says_the_same(monkeypatch):
@@ -133,8 +138,7 @@ def test_a_missing_data_file_is_named_before_what_the_machine_lacks(tmp_path):
     from trainer.tiny import build_tiny_model_dir
 
     model = build_tiny_model_dir(tmp_path / "model", seed=0, with_weights=True)
-    done = _mfsdp_without(
-        "_none_",
+    done = mfsdp(
         "train",
         "grpo",
         "--config",

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.support.cli_errors import error_prefixed_lines
 from tests.support.launched_rank import (
     own_failure,
     run_two_ranks,
@@ -27,13 +28,9 @@ from tests.support.permissions import without_root_overrides
 FSDP_STEP = FIXTURES / "megatron_fsdp_qwen2" / "run" / "global_step_2"
 
 
-def _error_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("error:")]
-
-
 def _one_error(done: subprocess.CompletedProcess) -> str:
     """The run's one `error:` line, checked to be its JSON object's `error` too."""
-    lines = _error_lines(done.stderr)
+    lines = error_prefixed_lines(done.stderr)
     assert len(lines) == 1, done.stderr
     error = lines[0].removeprefix("error: ")
     assert [json.loads(line) for line in done.stdout.splitlines()] == [

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.fresh_python import mfsdp
 from tests.support.paths import FIXTURES, REPO, repo_env
 
 FSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
@@ -47,15 +48,7 @@ def _stderr(how: str) -> Iterator[Any]:
 def _mfsdp(*args: str, how: str = "readable", cwd: Path | None = None, **env: str) -> Any:
     """`mfsdp ARGS` in a fresh interpreter, stderr as `how` says: the finished process."""
     with _stderr(how) as stderr:
-        return subprocess.run(
-            [sys.executable, "-c", "from cli.main import main; main()", *args],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            timeout=300,
-            env={**repo_env(), **env},
-            cwd=cwd,
-        )
+        return mfsdp(*args, cwd=cwd or REPO, env={**os.environ, **env}, timeout=300, stderr=stderr)
 
 
 def _result(done: Any) -> dict[str, Any]:

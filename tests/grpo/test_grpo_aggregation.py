@@ -1,5 +1,7 @@
 """Loss aggregation: hand-computed modes, and exactness across micro-batches and ranks."""
 
+from typing import get_args
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -8,7 +10,7 @@ import torch.multiprocessing as mp
 from tests.support.distributed import run_distributed
 from trainer.grpo.aggregation import (
     LOSS_AGG_MODES,
-    LOSS_NORMALIZATIONS,
+    LossNormalization,
     LossScale,
     aggregate,
     masked_mean,
@@ -112,7 +114,7 @@ def test_token_mean_weights_tokens_by_the_normalization():
     mask = torch.tensor([[1] * 6, [1] * 6, [1] + [0] * 5, [1] + [0] * 5])
     chunks = _chunks(loss, mask, ((0, 2), (2, 4)))
     weights = {}
-    for normalization in LOSS_NORMALIZATIONS:
+    for normalization in get_args(LossNormalization):
         scale = LossScale.of(
             [m for _, m in chunks],
             distributed=False,

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
-from tests.support.cli_errors import error_lines
+from tests.support.cli_errors import lines_besides_starting
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 
@@ -256,7 +256,7 @@ def test_data_files_that_are_not_utf8_are_refused_in_one_line(tmp_path, raw):
         ],
     )
     assert result.exit_code == 2, result.output
-    lines = error_lines(result.output)
+    lines = lines_besides_starting(result.output)
     assert len(lines) == 1 and "UTF-8" in lines[0] and str(data) in lines[0], result.output
 
 

@@ -35,7 +35,8 @@ PROBE = r"""
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
 from mfsdp_ckpt.storage.reader import CheckpointReader, CheckpointFormatError
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from tests.support.metadata_reads import load_metadata_bytes
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.check.validate import validate_checkpoint
 

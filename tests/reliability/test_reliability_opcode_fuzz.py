@@ -231,7 +231,7 @@ def read_everything(files: dict[str, bytes]) -> None:
 
 @pytest.mark.parametrize("protocol", [2, 4])
 def test_metadata_opcode_mutations(checkpoint_files, protocol):
-    from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes
+    from tests.support.metadata_reads import load_metadata_bytes
 
     base = pickle.dumps(
         load_metadata_bytes(checkpoint_files[layout.DCP_METADATA_FILE]), protocol=protocol

@@ -9,24 +9,16 @@ import copy
 import pytest
 import torch
 
+from tests.support.rollout import GPU_ONLY, reference_logprobs
 from tests.support.rollout import PROMPTS as BASE_PROMPTS
-from tests.support.rollout import reference_logprobs, tiny_perturbed_model
 from trainer.rollout import flash_decode, hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.decode_ops import masked_softmax
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.rollout.static_cache import _attend
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+pytestmark = GPU_ONLY
 PROMPTS = BASE_PROMPTS * 3
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return tiny_perturbed_model(tmp_path_factory, 0, "cuda")
 
 
 @pytest.mark.parametrize("kernel", flash_decode.KERNELS)

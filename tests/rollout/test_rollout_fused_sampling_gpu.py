@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from tests.support.rollout import PROMPTS, perturbed_model
+from tests.support.rollout import GPU_ONLY, PROMPTS, perturbed_model
 from trainer.rollout import hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.fused_sampling import TokenPicker
@@ -17,10 +17,7 @@ from trainer.rollout.hf import HFRolloutEngine
 from trainer.rollout.sampling import chosen_logprob, sample_next
 from trainer.tiny import build_tiny_model_dir
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+pytestmark = GPU_ONLY
 BATCH_ROWS, VOCAB = 256, 151936  # qwen2-1.5b's rollout benchmark
 
 

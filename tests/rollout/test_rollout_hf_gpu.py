@@ -9,22 +9,14 @@ import importlib
 import pytest
 import torch
 
+from tests.support.rollout import GPU_ONLY, reference_logprobs
 from tests.support.rollout import PROMPTS as BASE_PROMPTS
-from tests.support.rollout import reference_logprobs, tiny_perturbed_model
 from trainer.rollout import static_cache
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+pytestmark = GPU_ONLY
 PROMPTS = BASE_PROMPTS * 3
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return tiny_perturbed_model(tmp_path_factory, 0, "cuda")
 
 
 def test_cuda_graph_decode_matches_transformers(model):

@@ -4,10 +4,14 @@ hostile-input suites."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import click
+import pytest
 
 from cli.errors import MfsdpGroup
+from cli.main import main
 
 # What a run says as each slow phase of its start begins (cli/launch.py `say_starting`,
 # trainer/runner.py): "[sft] loading torch and transformers ...". A run that fails after
@@ -15,19 +19,42 @@ from cli.errors import MfsdpGroup
 _STARTING = re.compile(r"\[(sft|grpo)\] .+ \.\.\.")
 
 
-def error_lines(stderr: str) -> list[str]:
+def lines_besides_starting(stderr: str) -> list[str]:
     """`stderr`'s lines without blank ones and without the run's starting lines."""
     return [line for line in stderr.splitlines() if line.strip() and not _STARTING.fullmatch(line)]
+
+
+def error_prefixed_lines(output: str) -> list[str]:
+    """The lines of `output` that start with `error:`, whatever else it printed."""
+    return [line for line in output.splitlines() if line.startswith("error:")]
 
 
 def one_error(stderr: str, *needles: str) -> str:
     """The single line of `stderr` besides the starting lines, which must be `error: ...`
     holding every needle."""
-    lines = error_lines(stderr)
+    lines = lines_besides_starting(stderr)
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
+
+
+def usage_error_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+    cwd: Path | None = None,
+) -> str:
+    """The error line of `mfsdp ARGS` run in this process (from `cwd` when given), which must
+    be a usage error (exit 2) of one line."""
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["mfsdp", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    return err.strip()
 
 
 def group_raising(error: BaseException) -> click.Group:

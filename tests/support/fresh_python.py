@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 from tests.support.paths import REPO
 
+MFSDP = [sys.executable, "-c", "from cli.main import main; main()"]  # the `mfsdp` command
 HEAVY = ("torch.distributed.checkpoint", "torch.distributed.tensor", "transformers")
 
 LOADED_AT_EXIT = r"""
@@ -35,20 +38,47 @@ except SystemExit as done:
 """
 
 
-def mfsdp(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """`mfsdp ARGS` in a fresh interpreter, run from `cwd` (the repository root unless given;
-    stdout, stderr as text)."""
+def mfsdp(
+    *args: str,
+    cwd: Path = REPO,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    stderr: int | IO[str] = subprocess.PIPE,
+) -> subprocess.CompletedProcess:
+    """`mfsdp ARGS` in a fresh interpreter, run from `cwd` (the repository root unless given),
+    in `env` (this process's environment unless given) with the repository first on its
+    PYTHONPATH; stdout as text, and stderr too unless `stderr` sends it elsewhere (a file, a
+    descriptor)."""
+    env = os.environ if env is None else env
     return subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", *args],
+        [*MFSDP, *args],
         cwd=cwd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
         },
     )
+
+
+def demo_with_stdout_closed(out: Path) -> tuple[int, str]:
+    """`mfsdp demo --out OUT`, run from OUT's parent, whose stdout is closed before it prints
+    (as `| head -0` does): its exit status and stderr."""
+    demo = subprocess.Popen(
+        [*MFSDP, "demo", "--out", str(out)],
+        cwd=out.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert demo.stdout is not None
+    demo.stdout.close()
+    _out, err = demo.communicate(timeout=120)
+    return demo.returncode, err
 
 
 def modules_after(body: str, *args: str, roots: tuple[str, ...] = HEAVY) -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cli.main import app
+from tests.support.cli_errors import error_prefixed_lines
 from tests.support.paths import FIXTURES
 
 STEP = 40
@@ -60,7 +61,8 @@ def assert_exports_to_source(model, ckpt: Path, out: Path, *args) -> str:
 
 
 def one_error_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    """The one `error:` line of `stderr`, whatever else it printed."""
+    lines = error_prefixed_lines(stderr)
     assert len(lines) == 1, stderr
     return lines[0]
 

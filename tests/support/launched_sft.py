@@ -27,3 +27,15 @@ def launch_tiny_sft(tmp_path, *overrides: str, nproc: int = 2) -> subprocess.Pop
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def lines_until_step(process: subprocess.Popen, step: int) -> list[str]:
+    """The stderr lines `process` printed up to and including its `[sft] step STEP/` log line
+    (all of them, should it end first): read up to there, the run is known to be training."""
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if line.startswith(f"[sft] step {step}/"):
+            break
+    return lines

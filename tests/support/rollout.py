@@ -1,8 +1,14 @@
 """Shared pieces of the rollout-engine tests: prompts, perturbed weights, transformers'
 log-probs."""
 
+import pytest
 import torch
 
+# The GPU tests' marks: collected by `pytest -m gpu`, skipped where CUDA is absent.
+GPU_ONLY = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 PROMPTS = [[5, 17, 33, 60, 71], [9, 8], [100, 200, 300, 7, 7, 7, 7, 41]]
 
 

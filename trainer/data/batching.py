@@ -53,6 +53,10 @@ def global_batch(
 
 
 def rank_share(rows: list[int], rank: int, world_size: int) -> list[int]:
+    """Rank `rank`'s rows of a global batch: every `world_size`-th, from its own index. The
+    batch is chosen without the world size, and strided rows give each rank a share of
+    every part of it (at most one row more than another rank), so a run resumed on another
+    number of ranks trains on the same rows per step."""
     return rows[rank::world_size]
 
 
@@ -79,10 +83,16 @@ def pack(lengths: dict[int, int], budget: int) -> list[list[int]]:
 
 
 def fixed_size(rows: list[int], size: int) -> list[list[int]]:
+    """`rows` in groups of `size`, the last one shorter (data.packing=false): each group is
+    padded to its longest row, so micro_batch_size bounds the memory of one pass."""
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
 def pad_to_count(micro_batches: list[list[int]], count: int) -> list[list[int]]:
+    """`micro_batches` and then empty ones, up to `count` (the most any rank has this step):
+    every forward and backward gathers parameters collectively, so a rank that ran fewer
+    passes than the others would leave them waiting on it. `collate` makes an empty one a
+    single padding token with no loss."""
     return micro_batches + [[] for _ in range(count - len(micro_batches))]
 
 

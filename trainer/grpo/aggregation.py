@@ -31,17 +31,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:  # torch is imported where it is used: grpo/config.py reads the modes below
+    import torch
+    import torch.distributed as dist
 
-LOSS_AGG_MODES = (
-    "token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-)
-LOSS_NORMALIZATIONS = ("global", "micro_batch")
+# The one list of each: config validation reads the Literals, `aggregate` the tuple.
+LossAggMode = Literal[
+    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+]
+LossNormalization = Literal["global", "micro_batch"]
+LOSS_AGG_MODES: tuple[LossAggMode, ...] = get_args(LossAggMode)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class LossScale:
 
         `distributed=None` means: sum over ranks whenever a process group is initialized.
         """
+        import torch
+        import torch.distributed as dist
+
         masks = list(masks)
         if not masks:
             raise ValueError("LossScale needs at least one micro-batch mask")

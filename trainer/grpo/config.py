@@ -24,6 +24,7 @@ from trainer.config import (
     TrainerConfig,
     UnitPositive,
 )
+from trainer.grpo.aggregation import LossAggMode, LossNormalization
 
 AboveOne = Annotated[float, Range("> 1", lambda v: v > 1)]
 # the ratio is clipped to [1 - low, 1 + high]: at low >= 1 the lower bound is 0 or below, under
@@ -70,12 +71,10 @@ class ActorConfig:
     clip_ratio_low: ClipLow = 0.2
     clip_ratio_high: NonNegative[float] = 0.2
     clip_ratio_c: AboveOne = 3.0  # dual-clip bound for negative advantages
-    loss_agg_mode: Literal[
-        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-    ] = "token-mean"
+    loss_agg_mode: LossAggMode = "token-mean"
     # `global`: each mode over the whole mini-batch, all ranks (verl's engine workers);
     # `micro_batch`: each micro-batch's own, averaged (verl's legacy workers): aggregation.py
-    loss_normalization: Literal["global", "micro_batch"] = "global"
+    loss_normalization: LossNormalization = "global"
     use_kl_loss: bool = True
     kl_loss_coef: NonNegative[float] = 0.001
     kl_loss_type: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
