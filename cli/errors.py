@@ -14,8 +14,11 @@ piping it to `jq` must not choke on empty output. Its error then also goes to st
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
+import gc
+import io
 import json
 import os
 import signal
@@ -181,13 +184,32 @@ def _exit(code: int, abandon: bool = False) -> NoReturn:
     the error left the trainer), in one process or in each rank: the interpreter's teardown
     of a process that ran a process group, with the failed run's objects still held by the
     error, sometimes aborted ("terminate called without an active exception" under the
-    error line, exit -6 instead of the command's code)."""
+    error line, exit -6 instead of the command's code). What the user's code expects of an
+    exit is still done first: its atexit hooks run and its open files are flushed
+    (`_flush_open_files`); only the interpreter's own teardown is skipped."""
     if abandon or _ends_a_process_that_trained():
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
+        if not abandon:  # exit hooks may wait on what the user's threads never end
+            atexit._run_exitfuncs()
+        _flush_open_files()
         os._exit(code)
     sys.exit(code)
+
+
+def _flush_open_files() -> None:
+    """Flush every open file object, as the interpreter's teardown would have, before
+    `os._exit` skips it: the user's code (a reward module's per-sample log, kept open at
+    module level) lost what it had buffered when a run failed. Then its atexit hooks have
+    run (`_exit`): multiprocessing's ends its daemon helpers, logging's flushes handlers."""
+    for held in gc.get_objects():
+        # By type: isinstance would read each object's __class__, which some objects warn
+        # of (torch.distributed's deprecated reduce_op), a line under the error.
+        if issubclass(type(held), io.IOBase):
+            with contextlib.suppress(Exception):  # closed, detached, unwritable, a full disk
+                if not held.closed and held.writable():
+                    held.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
 
 
 def stdout_failure(err: OSError) -> str | None:

@@ -24,7 +24,7 @@ import select
 import signal
 import sys
 import threading
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any, NoReturn
 
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate
@@ -49,7 +49,7 @@ def main() -> None:
     has it raised while a command runs; not in a rank torchrun started, which it stops
     with SIGTERM itself), and both signals ignored once it ended (`settle`)."""
     global _ends_with_command
-    _ends_with_command = sys._getframe(1).f_globals.get("__name__") == "__main__"
+    _ends_with_command = _called_as_the_program(sys._getframe(1))
     watch = (
         threading.current_thread() is threading.main_thread()  # where handlers can be set
         and "RANK" not in os.environ
@@ -169,6 +169,22 @@ def guard_stderr() -> None:
         errors=stream.errors,
         line_buffering=True,
         write_through=True,
+    )
+
+
+def _called_as_the_program(caller: FrameType) -> bool:
+    """Whether `main()` was called by the program's own entry point, which ends when it
+    returns: the `mfsdp` console script, `python -c "...main()"` or `python -m cli.main`.
+    Not a user's script or notebook cell that calls it among other work (a sweep catching
+    SystemExit to go on to its next run): such a caller's process must not be ended by a
+    failed command (`cli.errors._exit`), nor its signal handlers changed."""
+    if caller.f_globals.get("__name__") != "__main__":
+        return False
+    filename = caller.f_code.co_filename
+    return (
+        os.path.basename(filename).removesuffix(".exe") == "mfsdp"
+        or filename == "<string>"
+        or os.path.abspath(filename) == os.path.abspath(__file__)
     )
 
 
