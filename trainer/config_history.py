@@ -35,6 +35,13 @@ config.yaml resumed the very step this run resumes, holds an earlier attempt of 
 is replaced and the note names the settings changed since it; it was refused, though the same
 file was replaced without a word by a run started fresh over it (`_earlier_attempt`).
 
+A fresh start replaced any config.yaml in its run dir without a word, the very --config file
+it read included (its comments gone, a one-off command-line override now its value). It
+gets the same decision (`own_config_note`): a config.yaml mfsdp did not write (not in the
+form `write_resolved_config` writes) is refused on a fresh start and on a resume alike; one
+it wrote for a run in the run dir that saved no step there is replaced, and the note names
+the settings changed since it; one with other settings and of another run dir is refused.
+
 A record written by an older mfsdp lacks the keys added since: such a key at the value that
 reproduces what that run trained is no change (that run could not set it), one set otherwise
 is named as a new key, and a recorded key this mfsdp no longer has is named too, after the
@@ -62,7 +69,7 @@ from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict, path_values, set_dotted
-from trainer.config_yaml import MAX_CONFIG_BYTES, parse_yaml
+from trainer.config_yaml import MAX_CONFIG_BYTES, dump_yaml, parse_yaml
 from trainer.run_files import RunFileError, replacing
 
 # Keys that say how this command was started, not what trains: changing them changes nothing
@@ -155,7 +162,7 @@ def _config_changes(
 
     `resumed` is the checkpoint loaded; its run dir holds the record (`_trained_with`). None:
     the step is `run_dir`'s own. One of another run dir, resumed into a `run_dir` holding a
-    config.yaml with other settings than `config`, is refused (`_own_config_replaced`).
+    config.yaml with other settings than `config`, is refused (`own_config_note`).
 
     A kept `config.until_step_<step>.yaml` is that config, and is never replaced: a run
     resumed from the step with other settings and stopped before its next save left its
@@ -164,7 +171,8 @@ def _config_changes(
     trained_in = run_dir
     replaced = ""
     if resumed is not None:
-        replaced = _own_config_replaced(run_dir, config, resumed)
+        note = own_config_note(run_dir, config, resumed)
+        replaced = f"; {note}" if note else ""
         if resumed.run_dir is None:  # a bare dist_ckpt dir given as checkpoint.resume
             why = f"{resumed.dist_ckpt} is in no run dir, whose config.yaml records them"
             return _not_compared(step, why) + replaced
@@ -192,49 +200,80 @@ def _config_changes(
     )
 
 
-def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -> str:
-    """What the note adds when `resumed`, a step of another run, goes into `run_dir` holding
-    a config.yaml of its own, which this run replaces: "" when it holds none (or `run_dir` is
-    the step's own). OwnConfigError naming it when it records other settings than this run's,
-    or cannot be read: the user's config, lost once replaced; but not when it is an earlier
-    attempt of this very resume (`_earlier_attempt`), whose changed settings the note names."""
+def own_config_note(run_dir: Path, config: Any, resumed: CheckpointPaths | None) -> str:
+    """What is said of the config.yaml `run_dir` holds, which this run replaces with its own
+    (`write_resolved_config`), when it is not the record of the steps this run continues:
+    `resumed` is the step of another run this run starts from, None for a fresh start. ""
+    when there is none, or it is `resumed`'s own run dir's (a resume of its own steps).
+
+    OwnConfigError naming it, before it is lost: when mfsdp did not write it
+    (`_written_by_mfsdp`: a config of the user's, the very --config file the run reads
+    included, whose comments and values a fresh run replaced without a word, the
+    command-line overrides baked in), when it cannot be read, or when it records other
+    settings than this run's and is not an earlier attempt of this same start
+    (`_earlier_attempt`), whose changed settings the note names. The same settings are
+    named as replaced only on a resume."""
     own = run_dir / RESOLVED_CONFIG_FILE
-    if resumed.run_dir is not None and _same_path(resumed.run_dir, run_dir):
+    if resumed is not None and resumed.run_dir is not None and _same_path(resumed.run_dir, run_dir):
         return ""
     if not os.path.lexists(own):
         return ""
-    where = resumed.step_dir or resumed.dist_ckpt
+    where = None if resumed is None else resumed.step_dir or resumed.dist_ckpt
+    starting = "training" if where is None else f"resuming {where}"
     recorded: dict[str, Any] = {}
     try:
         recorded = _read_config(own, run_dir)
         changes = _changed_settings(recorded, config, run_dir)
     except ConfigRecordError as err:
         changes = [f"it cannot be read: {err}"]
+    if recorded and not _written_by_mfsdp(own, recorded, run_dir):
+        raise OwnConfigError(
+            f"{own}: not a config mfsdp wrote (a file of yours, the --config file itself"
+            f" maybe), and {starting} into {run_dir} would replace it with this run's config;"
+            " keep it outside the run dir, or give another trainer.run_dir"
+        )
     listed = first_of(changes, _SHOWN_CHANGES)
     if not changes:
         settings = "the same settings"
     elif _earlier_attempt(run_dir, recorded, config.checkpoint.resume, resumed):
-        settings = f"an earlier run from the same step that saved none: {listed}"
+        since = "that saved no step" if resumed is None else "from the same step that saved none"
+        settings = f"an earlier run {since}: {listed}"
     else:
         raise OwnConfigError(
-            f"{own}: records other settings than this run's ({listed}), and resuming"
-            f" {where} into {run_dir} would replace it with this run's config;"
+            f"{own}: records other settings than this run's ({listed}), and {starting}"
+            f" into {run_dir} would replace it with this run's config;"
             f" {_keep_own(run_dir, recorded)}"
         )
-    return f"; {own} ({settings}) is replaced by this run's config, resumed from {where}"
+    if where is None:
+        return f"{own} ({settings}) is replaced by this run's config" if changes else ""
+    return f"{own} ({settings}) is replaced by this run's config, resumed from {where}"
+
+
+def _written_by_mfsdp(own: Path, recorded: dict[str, Any], run_dir: Path) -> bool:
+    """Whether `own`, read as `recorded`, is in the form `write_resolved_config` writes: the
+    text `dump_yaml` makes of what it holds, so no comment, no key of another layout. A
+    file the user wrote (or kept there as its --config) is not; replaced, it was lost."""
+    try:
+        return safe_files.read_text(own, MAX_CONFIG_BYTES, run_dir) == dump_yaml(recorded)
+    except OSError:  # read a moment ago: what else it is now is not mfsdp's either
+        return False
 
 
 def _earlier_attempt(
-    run_dir: Path, recorded: dict[str, Any], resume: str, resumed: CheckpointPaths
+    run_dir: Path, recorded: dict[str, Any], resume: str, resumed: CheckpointPaths | None
 ) -> bool:
     """Whether `run_dir`'s config.yaml, recording `recorded`, is that of an earlier run of this
-    same resume (`checkpoint.resume=resume`, loaded as `resumed`) that stopped before its
-    first save: `run_dir` holds no step, and the recorded `checkpoint.resume` names the same
-    checkpoint, however spelled (its step dir or its dist_ckpt, through a link; a relative
-    one read from where that run started, or spelled as `resume` where that is not known).
-    Such a file trained nothing there; one of another source, or none, may be the user's."""
+    same start that stopped before its first save: `run_dir` holds no step, and for a fresh
+    start (`resumed` None) the file records a run in `run_dir` (`_recorded_here`); for a
+    resume (`checkpoint.resume=resume`, loaded as `resumed`) its `checkpoint.resume` names
+    the same checkpoint, however spelled (its step dir or its dist_ckpt, through a link; a
+    relative one read from where that run started, or spelled as `resume` where that is not
+    known). Such a file trained nothing there; one of another run dir or source, or none,
+    may be the user's (a copy of another run's config, given as --config)."""
     if run_steps.list_complete_steps(run_dir):
         return False
+    if resumed is None:
+        return _recorded_here(recorded, run_dir)
     began = _dotted(recorded, "checkpoint.resume")
     if not isinstance(began, str) or began in ("auto", "disable"):
         return False
@@ -249,6 +288,17 @@ def _earlier_attempt(
         )
     except (MfsdpError, OSError):  # it names no checkpoint (now): not this resume's
         return False
+
+
+def _recorded_here(recorded: dict[str, Any], run_dir: Path) -> bool:
+    """Whether the `trainer.run_dir` that `recorded` holds names `run_dir`: absolute, through
+    links; relative, read from a directory it leads there from (`_started_in`)."""
+    given = _dotted(recorded, "trainer.run_dir")
+    if not isinstance(given, str) or not given:
+        return False
+    if os.path.isabs(given):
+        return _same_path(Path(given), run_dir)
+    return _started_in(recorded, run_dir) is not None
 
 
 def _keep_own(run_dir: Path, recorded: dict[str, Any]) -> str:

@@ -158,21 +158,48 @@ def check_run_dir_apart(cfg: Any, hf_dir: str | os.PathLike | None) -> None:
 def check_run_dir_is_its_own(run_dir: str) -> None:
     """`trainer.run_dir` names a directory of the run's own: an empty one (`run_dir: ""`)
     trained into the current directory, its checkpoints, metrics.jsonl and config.yaml among
-    the user's files, and the file system's root (`/`, `/tmp/..`, a link to `/`) was a
-    traceback from the run-dir lock, which lives beside the run dir (nothing is beside `/`),
-    with exit 1 and under --json nothing on stdout."""
+    the user's files, and so did `.`, `..` or the current directory's path
+    (`_holds_the_current_directory`), unless it is a run already; the file system's root
+    (`/`, `/tmp/..`, a link to `/`) was a traceback from the run-dir lock, which lives beside
+    the run dir (nothing is beside `/`), with exit 1 and under --json nothing on stdout."""
     if not run_dir.strip():
         raise ConfigError(
             f"trainer.run_dir: {run_dir!r} is empty; give the directory the run writes its"
             " checkpoints and metrics to (e.g. trainer.run_dir=runs/NAME)"
         )
     real = os.path.realpath(run_dir)
+    named = run_dir if run_dir == real else f"{run_dir} ({real})"
     if os.path.dirname(real) == real:
-        named = run_dir if run_dir == real else f"{run_dir} ({real})"
         raise ConfigError(
             f"trainer.run_dir: {named} is the file system's root; give a directory of the"
             " run's own (e.g. trainer.run_dir=runs/NAME)"
         )
+    if _holds_the_current_directory(real) and not _is_a_run(real):
+        raise ConfigError(
+            f"trainer.run_dir: {named} is the current directory or above it; name a new one"
+            " (e.g. trainer.run_dir=runs/NAME)"
+        )
+
+
+def _holds_the_current_directory(real: str) -> bool:
+    """Whether the resolved run dir `real` is the current directory or one above it: `.`,
+    `..` or the absolute path of either trained among the user's files (its checkpoints,
+    metrics.jsonl and config.yaml in a project's source tree), as `run_dir: ""` did. The
+    rule and its words are those of every command's --out
+    (`mfsdp_ckpt.storage.out_dir.checked_target`)."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # the current directory was removed: no files of the user's there
+        return False
+    return real == here or Path(real) in Path(here).parents
+
+
+def _is_a_run(real: str) -> bool:
+    """Whether `real` is a run dir of mfsdp's already (its tracker, or a complete step): `cd
+    RUN` and `trainer.run_dir=.` resumes it, as before."""
+    return os.path.isfile(os.path.join(real, layout.TRACKER_FILE)) or bool(
+        run_steps.list_complete_steps(real)
+    )
 
 
 # Directories torch makes when it is imported, named by the environment: one it cannot

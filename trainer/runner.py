@@ -25,7 +25,7 @@ from mfsdp_ckpt.checkpoint_failures import raised_by_every_rank
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, end_step, write_resolved_config
-from trainer.config_history import keep_changed_config
+from trainer.config_history import keep_changed_config, own_config_note
 from trainer.distributed import DistEnv, distributed_run
 from trainer.lr_continuity import TrainedLr, schedule_break_warning
 from trainer.metrics import MetricsLogger, drop_steps_after
@@ -83,9 +83,13 @@ def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> None:
     of run, another model config, ...), for a runner to ask before it builds its models and
     anything that writes into the run dir: GRPO's rollout engine took minutes to start and
     left its model dir in a verl run dir given as the step to resume, before the refusal
-    that `TrainingRun.open` makes again when it loads the step. Every rank asks alike."""
+    that `TrainingRun.open` makes again when it loads the step. Every rank asks alike. So is
+    a config.yaml in the run dir that the run would replace and must not (`own_config_note`:
+    a file of the user's, the --config file itself included), fresh start or resume."""
+    run_dir = Path(cfg.trainer.run_dir)
     with raised_by_every_rank():
-        resume_target(Path(cfg.trainer.run_dir), cfg.checkpoint.resume, kind, hf_config.to_dict())
+        found = resume_target(run_dir, cfg.checkpoint.resume, kind, hf_config.to_dict())
+        own_config_note(run_dir, cfg, found)  # its note is said as the run writes its own
 
 
 def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
@@ -269,6 +273,8 @@ class TrainingRun:
                         lrs = trained_lr.lrs
                         lines.append(schedule_break_warning(where, step, lrs, cfg.optim, schedule))
                     lines.append(thread_change_warning(resume, cpu_threads, env.device))
+                else:
+                    lines.append(own_config_note(run_dir, cfg, None) or None)
                 write_resolved_config(run_dir, cfg)
             for line in lines:
                 if line is not None:

@@ -53,7 +53,7 @@ def test_other_run_dirs_still_pass(tmp_path, monkeypatch):
     from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
-    for run_dir in ("run", "./run", str(tmp_path / "a" / ".." / "run"), "."):
+    for run_dir in ("run", "./run", str(tmp_path / "a" / ".." / "run")):
         assert load_checked_config(SFTConfig, None, [f"trainer.run_dir={run_dir}"]).trainer.run_dir
 
 
