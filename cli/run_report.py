@@ -140,9 +140,13 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     where it wrote, the step it reached, the step it resumed from, its final values and its
     last checkpoint."""
     checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
+    total = _planned_steps(result.last_checkpoint)
+    stopped_early = total is not None and result.final_step < total
     summary = {
         "run_dir": str(result.run_dir),
         "final_step": result.final_step,
+        "total_steps": total,
+        "stopped_early": stopped_early,
         "resumed_from": result.resumed_from,
         **{final.key: final.value for final in finals},
         "checkpoint": checkpoint,
@@ -150,10 +154,35 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     shown = "".join(
         f", {final.label} {final.value:{final.fmt}}" for final in finals if final.value is not None
     )
-    line = f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}"
-    if checkpoint is not None:  # the step a user of verl or Megatron-LM asks about next
+    if stopped_early:  # a job's time limit: the run is to go on, not to be exported yet
+        line = (
+            f"{kind}: stopped at step {result.final_step} of {total} by trainer.stop_at_step"
+            f"{shown}; checkpoint {checkpoint}; to go on from it, run the command again with"
+            " trainer.stop_at_step raised or left out"
+        )
+    else:
+        line = f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}"
+    if checkpoint is not None and not stopped_early:  # what a verl user asks about next
         line += f"; next: {_export_command(Path(result.run_dir), Path(checkpoint))}"
     report(summary, as_json, line)
+
+
+def _planned_steps(checkpoint: Path | None) -> int | None:
+    """The steps the run that saved `checkpoint` was set to train (the `total_steps` both
+    trainers record in each checkpoint's manifest: `trainer.total_steps`, or what the epochs
+    make it); None without a checkpoint or that record. A run whose last checkpoint is before
+    it was ended there by `trainer.stop_at_step`."""
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.format.layout import MANIFEST_FILE
+    from mfsdp_ckpt.format.manifest import read_manifest
+
+    if checkpoint is None:
+        return None
+    try:
+        planned = read_manifest(Path(checkpoint) / MANIFEST_FILE).info.get("total_steps")
+    except (MfsdpError, OSError):  # the run itself just wrote it: validate says what is wrong
+        return None
+    return planned if isinstance(planned, int) and not isinstance(planned, bool) else None
 
 
 def _export_command(run_dir: Path, checkpoint: Path) -> str:

@@ -28,6 +28,10 @@ A signal stops the agent once (`_stop_once`): the launching mfsdp passes on a SI
 SIGTERM it gets (a `kill -INT` of it alone reached nothing else, and the ranks trained on),
 so when the whole process group got it too this process gets it twice, and torch's agent,
 interrupted again while it waited for its ranks to stop, left them stopping unwatched.
+
+A rendezvous that cannot form ends in one line naming `--rdzv-endpoint` and what to do, not
+torch's traceback after a silent wait (`_rendezvous_failed`); a one-machine run whose
+endpoint's port is already held on this machine is refused before it waits (`_endpoint_taken`).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cli.errors import (
@@ -293,6 +297,22 @@ def _quiet_agent_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+@contextlib.contextmanager
+def _quiet_native_logs() -> Iterator[None]:
+    """torch's C++ code logs the rendezvous store's socket errors with its stack frames (dozens
+    of lines, above the run's one `error:` line); unless `mfsdp -v` or TORCH_CPP_LOG_LEVEL
+    asks for them, this process logs only fatal ones. The level is read as torch loads
+    (within this block), and the ranks do not inherit it."""
+    if os.environ.get(LEVEL_VARIABLE) or "TORCH_CPP_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    try:
+        yield
+    finally:
+        del os.environ["TORCH_CPP_LOG_LEVEL"]
+
+
 def _quiet_timer_finalizer() -> None:
     """Drop the one error torch's rendezvous keep-alive timer raises as the run ends: its
     finalizer joins the timer's thread, and when the last reference to the timer goes in
@@ -346,8 +366,8 @@ def main(argv: list[str]) -> int:
     """torchrun with `argv`, its per-run folder (each rank's error file, which is how a failed
     rank's message reaches `_run`) made here and removed afterwards: torchrun left an empty
     /tmp/torchelastic_* folder behind every run."""
-    from torch.distributed.run import parse_args, run
-
+    with _quiet_native_logs():
+        from torch.distributed.run import parse_args, run
     _quiet_agent_logs()
     _quiet_timer_finalizer()
     _stop_once()
@@ -357,15 +377,22 @@ def main(argv: list[str]) -> int:
     os.environ[INTERRUPTED_RANKS] = os.path.join(log_dir, "interrupted")  # and a SIGINT's mark
     os.mkdir(os.environ[INTERRUPTED_RANKS])
     try:
-        return _run(run, parse_args(["--log-dir", log_dir, *argv]), argv)
+        args = parse_args(["--log-dir", log_dir, *argv])
+        taken = _endpoint_taken(args)
+        if taken is not None:
+            return _say_error(taken, EXIT_FAILED, "--json" in argv)
+        _say_waiting(args, argv)
+        return _run(run, args, argv)
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
     """torchrun's `run(args)`, its failures reported in mfsdp's way (the module's docstring)."""
+    from torch.distributed import DistError
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
 
     try:
         run(args)
@@ -396,7 +423,114 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
         return code
     except (KeyboardInterrupt, SignalException):
         return 0 if result_said() else EXIT_INTERRUPTED  # the ranks have stopped by now
+    except (RendezvousError, DistError) as err:  # the agent's rendezvous, or its store
+        if result_said():
+            return 0
+        return _say_error(_rendezvous_failed(args, err), EXIT_FAILED, "--json" in argv)
     return 0
+
+
+def _max_nodes(args: Any) -> int:
+    """The most machines torchrun's `--nnodes` (N or MIN:MAX) lets into the run."""
+    from torch.distributed.run import parse_min_max_nnodes
+
+    return int(parse_min_max_nnodes(args.nnodes)[1])
+
+
+def _endpoint_taken(args: Any) -> str | None:
+    """The line refusing a one-machine run (`--nnodes 1`) whose c10d `--rdzv-endpoint` is on
+    this machine and whose port something already holds, None otherwise. Such a run hosts
+    its rendezvous store itself; torch, failing to, joined whatever listened there as a
+    client instead: another run's store (this run then waited, silent, for that whole run,
+    to end in a traceback) or another program (a traceback after a minute or more). Several
+    machines are left to torch: a node other than the store's host on the same machine as
+    it is how a run across nodes is tried out on one."""
+    from torch.distributed.elastic.rendezvous.utils import (
+        _matches_machine_hostname,
+        parse_rendezvous_endpoint,
+    )
+
+    if args.standalone or args.rdzv_backend != "c10d" or _max_nodes(args) != 1:
+        return None
+    try:
+        host, port = parse_rendezvous_endpoint(args.rdzv_endpoint, default_port=29400)
+    except ValueError:
+        return None
+    if not _matches_machine_hostname(host) or _port_free(port):
+        return None
+    return (
+        f"--rdzv-endpoint {args.rdzv_endpoint}: port {port} is in use on this machine (another"
+        f" run's rendezvous, or another program: `ss -ltnp 'sport = :{port}'` names it); a"
+        " one-machine run hosts its rendezvous there itself: pick a free port, or leave"
+        " --rdzv-endpoint out (one machine needs none)"
+    )
+
+
+def _port_free(port: int) -> bool:
+    """Whether a listening socket could be opened on `port` of every address of this machine,
+    as torch's rendezvous store opens it (SO_REUSEADDR: a port left by a closed connection
+    counts as free)."""
+    import socket
+
+    for family, address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 here
+            continue
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address, port))
+            except OSError:
+                return False
+    return True
+
+
+def _say_waiting(args: Any, argv: list[str]) -> None:
+    """One line as a run of several machines waits at its rendezvous: torchrun waits for them
+    (up to its join timeout, 10 minutes) without a word."""
+    if args.standalone or _max_nodes(args) < 2:
+        return
+    command = argv[argv.index("cli.train") + 1] if "cli.train" in argv[:-1] else "mfsdp"
+    print(
+        f"[{command}] waiting for the run's {_max_nodes(args)} machines at --rdzv-endpoint"
+        f" {args.rdzv_endpoint} (--rdzv-id {args.rdzv_id}) ...",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _rendezvous_failed(args: Any, err: BaseException) -> str:
+    """The line for torchrun's rendezvous failing (`err`: torch's RendezvousError or store
+    error, whose own text says only "see inner exception"): where, what went wrong, what to
+    do."""
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousClosedError,
+        RendezvousTimeoutError,
+    )
+
+    cause = err
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    said = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    if args.standalone:
+        return f"torchrun's rendezvous on this machine failed ({said:.160})"
+    where = f"--rdzv-endpoint {args.rdzv_endpoint} (--rdzv-id {args.rdzv_id})"
+    if isinstance(err, RendezvousTimeoutError):
+        return (
+            f"{where}: not all {_max_nodes(args)} machines joined in time: start the same"
+            " command on each, with the same --nnodes, --rdzv-endpoint and --rdzv-id"
+        )
+    if isinstance(err, RendezvousClosedError):
+        return (
+            f"{where}: that rendezvous is closed (a run of that id ended): give this run its"
+            " own --rdzv-id"
+        )
+    return (
+        f"{where}: the rendezvous store there failed or did not answer ({said:.160}): is"
+        " another run or program using that port? pick another port; across machines, check"
+        " that the first machine's run is up and its address reachable"
+    )
 
 
 def _interrupted_ranks() -> frozenset[int]:
@@ -418,9 +552,15 @@ def _say_stopped(stopped: str, code: int, as_json: bool) -> int:
         with contextlib.suppress(OSError), open(told, "w", encoding="utf-8") as handle:
             handle.write(stopped)
             return code
-    print(f"error: {printable(stopped)}", file=sys.stderr)
+    return _say_error(stopped, code, as_json)
+
+
+def _say_error(line: str, code: int, as_json: bool) -> int:
+    """Say `line` as this command's `error:` line (and, with --json, its failure object on
+    stdout) and return `code`, for what no rank said."""
+    print(f"error: {printable(line)}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"error": stopped, "exit_code": code}))
+        print(json.dumps({"error": line, "exit_code": code}))
     return code
 
 

@@ -605,6 +605,16 @@ def check_across_keys(config: T) -> T:
             " data.val_files, and val_ratio (which holds out training rows when there are no"
             " val_files) would be ignored; give one of them"
         )
+    if (
+        isinstance(data, DataConfig)
+        and data.packing
+        and data.max_tokens_per_micro_batch < data.max_length
+    ):
+        raise ConfigError(
+            f"data.max_tokens_per_micro_batch={data.max_tokens_per_micro_batch} < "
+            f"data.max_length={data.max_length}: a full-length sequence would not fit in a"
+            " packed micro-batch; raise data.max_tokens_per_micro_batch or lower data.max_length"
+        )
     reward: Any = getattr(config, "reward", None)  # GRPO's
     if getattr(reward, "kwargs", None) and not getattr(reward, "path", None):
         names = ", ".join(str(name) for name in reward.kwargs)
