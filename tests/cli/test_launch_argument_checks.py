@@ -103,3 +103,19 @@ def test_the_repro_exits_at_once_in_a_fresh_process(tmp_path):
     assert done.returncode == 2
     one_error(done.stderr, "--node-rank 5")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["sft", "grpo"])
+def test_a_rank_left_in_the_environment_is_named_before_launching(
+    command, tmp_path, no_torchrun, monkeypatch
+):
+    """RANK and WORLD_SIZE exported by hand (not by torchrun, which sets TORCHELASTIC_RUN_ID
+    beside them) made `--nproc-per-node 2` train in this one process, waiting for ranks
+    nobody started."""
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = ["train", command, "--nproc-per-node", "2", *config_args(command, tmp_path)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 2, (done.output, done.exception)
+    one_error(done.stderr, "--nproc-per-node 2", "RANK=0 WORLD_SIZE=2", "unset RANK and WORLD_SIZE")
