@@ -17,8 +17,9 @@ What a command that writes a directory (`export-hf`, `import-hf`) needs, in one 
   can then exist);
 * publishing with `renameat2(RENAME_NOREPLACE)`: a directory someone else created at
   `<out>` meanwhile is never replaced. With `overwrite`, only the directory that was at
-  `<out>` when the command started is replaced, and only when it is empty or a previous
-  model export (config.json plus safetensors, nothing of a checkpoint): the two are
+  `<out>` when the command started is replaced, and only when it is empty or what this
+  command wrote there before (`replaceable`; by default a previous model export,
+  config.json plus safetensors, nothing of a checkpoint): the two are
   swapped atomically with `RENAME_EXCHANGE`, the identity of what was swapped out is
   checked (swapped back if it is not the original), then it is deleted. At every instant
   `<out>` holds one whole version. One this user cannot delete (read-only) is refused
@@ -40,7 +41,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import first_of
@@ -84,6 +85,9 @@ _EXPORT_SIGNATURES = (
     (ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE),
 )
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+# Why --overwrite may not replace the directory at a path (None: it may), phrased to be
+# followed by "; --overwrite replaces only those" (`unreplaceable`).
+Replaceable = Callable[[Path], str | None]
 
 
 class OutputDirError(MfsdpUsageError, ValueError):
@@ -161,7 +165,12 @@ def as_given(path: Path, absolute: Path, given: Path) -> Path:
 def checked_target(out: Path) -> Path:
     """`out` made absolute (not resolved: a symlink must stay visible), or OutputDirError for
     paths no command may create or replace: `.`, `..`, `/`, the current directory or one
-    above it, a symlink, a file, a parent path that holds a file or a dangling link."""
+    above it, a symlink, a file, a mount point, a parent path that holds a file or a
+    dangling link.
+
+    A mount point (a container's `-v host:/out`) cannot be renamed or swapped: an output
+    built beside it and published there failed with EBUSY once all of it was written (hours,
+    for a large model), onto the parent's filesystem."""
     absolute = Path(os.path.abspath(out))
     if absolute.name in ("", ".", "..") or absolute == Path(absolute.anchor):
         raise OutputDirError(f"{out}: not a name an output can be created at; name a new directory")
@@ -177,6 +186,11 @@ def checked_target(out: Path) -> Path:
         raise OutputDirError(f"{out}: is a symlink; give the real path (links are not replaced)")
     if absolute.exists() and not absolute.is_dir():
         raise OutputDirError(f"{out}: exists and is not a directory")
+    if os.path.ismount(absolute):
+        raise OutputDirError(
+            f"{out}: is a mount point, which cannot be replaced; name a new directory inside it"
+            f" (e.g. {os.path.join(out, 'model')})"
+        )
     for parent in absolute.parents:
         if os.path.lexists(parent):
             if not parent.is_dir():
@@ -253,6 +267,14 @@ def replaceable_problem(path: Path, writes: Collection[str] = ()) -> str | None:
     return None
 
 
+def unreplaceable(given: str | os.PathLike, problem: str) -> OutputDirError:
+    """The one line refusing to replace the directory `given` for `problem` (a
+    `Replaceable`'s words)."""
+    return OutputDirError(
+        f"{given}: {problem}; --overwrite replaces only those, remove it yourself"
+    )
+
+
 def _written_by_export(directory: Path, name: str) -> bool:
     """`name` in `directory` is a regular file an export writes, or its chat templates dir
     holding only such files."""
@@ -276,15 +298,23 @@ class OutputClaim:
 
     Use it as a context manager; leaving it without `publish()` (an error, Ctrl-C) removes
     the work directory, and leaving it always releases the lock and its file. `out` is
-    absolute (`checked_target`); messages name paths as `given` names them (`as_given`)."""
+    absolute (`checked_target`); messages name paths as `given` names them (`as_given`).
+    `replaceable` judges what --overwrite may replace (None: `replaceable_problem`, an
+    export's rule, with `writes`)."""
 
     def __init__(
-        self, out: Path, overwrite: bool, writes: Collection[str] = (), given: Path | None = None
+        self,
+        out: Path,
+        overwrite: bool,
+        writes: Collection[str] = (),
+        given: Path | None = None,
+        replaceable: Replaceable | None = None,
     ):
         self.out = out
         self.given = given or out
         self.overwrite = overwrite
         self.writes = frozenset(writes)
+        self.replaceable = replaceable or (lambda path: replaceable_problem(path, self.writes))
         self._work_prefix = hidden_name(out.name, _WORK_TAG, _PID_ROOM)
         self.tmp = out.with_name(f"{self._work_prefix}tmp-{os.getpid()}")
         self._lock_fd: int | None = None
@@ -394,11 +424,9 @@ class OutputClaim:
             raise OutputDirError(f"{self.given}: exists and is not a directory")
         if not self.overwrite:
             raise OutputDirError(f"{self.given}: already exists (pass --overwrite to replace it)")
-        problem = replaceable_problem(self.out, self.writes)
+        problem = self.replaceable(self.out)
         if problem:
-            raise OutputDirError(
-                f"{self.given}: {problem}; --overwrite replaces only those, remove it yourself"
-            )
+            raise unreplaceable(self.given, problem)
         blocked = unremovable_dir(self.out)
         if blocked is not None:
             shown = self._shown(blocked)
@@ -445,7 +473,7 @@ class OutputClaim:
 
     def _lock(self) -> None:
         with ctrl_c_deferred():  # raised once self._lock_fd is bound, so release() sees it
-            self._lock_fd = acquire_out_lock(self.out)
+            self._lock_fd = acquire_out_lock(self.out, given=self.given)
 
     def _unlock(self) -> None:
         with ctrl_c_deferred():
@@ -478,21 +506,27 @@ class OutputClaim:
 
 
 def claim_output(
-    out: str | os.PathLike, overwrite: bool = False, writes: Collection[str] = ()
+    out: str | os.PathLike,
+    overwrite: bool = False,
+    writes: Collection[str] = (),
+    replaceable: Replaceable | None = None,
 ) -> OutputClaim:
     """Claim `out` for this process, or OutputDirError (one line) saying why not.
+    `replaceable`: what --overwrite may replace, where it is not an export's rule
+    (`replaceable_problem`).
 
     >>> with claim_output("hf/model", overwrite=False) as claim:
     ...     (claim.tmp / "config.json").write_text("{}")
     ...     claim.publish()
     """
     given = Path(out)
-    return OutputClaim(checked_target(given), overwrite, writes, given).acquire()
+    return OutputClaim(checked_target(given), overwrite, writes, given, replaceable).acquire()
 
 
 __all__ = [
     "OutputClaim",
     "OutputDirError",
+    "Replaceable",
     "as_given",
     "checked_target",
     "claim_output",
@@ -501,4 +535,5 @@ __all__ = [
     "remove_empty",
     "rename_noreplace",
     "replaceable_problem",
+    "unreplaceable",
 ]

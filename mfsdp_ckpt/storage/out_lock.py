@@ -27,7 +27,8 @@ NAME_MAX = 255  # bytes in one path component (Linux: ext4, xfs, btrfs, tmpfs, N
 
 
 class OutputBusyError(MfsdpFailedError, ValueError):
-    """Another live process holds the output's lock (exit 1: retry once it is done)."""
+    """Another live process holds the output's lock (exit 1: the command as given is right
+    and succeeds once the other is done, where exit 2 says to change the command)."""
 
 
 class OutputNotWritableError(MfsdpUsageError, ValueError):
@@ -50,7 +51,7 @@ def cannot_create(option: str, out: str | os.PathLike, folder: Path, err: OSErro
     return MfsdpFailedError(message)
 
 
-def _open_lock_file(lock_path: Path, out: Path, option: str) -> int:
+def _open_lock_file(lock_path: Path, out: str | os.PathLike, option: str) -> int:
     """The lock file's descriptor; `cannot_create` when it cannot be created (was a raw
     `[Errno 13] Permission denied: '/sys/.x.out-lock'`)."""
     try:
@@ -87,20 +88,24 @@ def lock_path_for(out: Path) -> Path:
     return where.with_name(hidden_name(where.name, LOCK_SUFFIX))
 
 
-def acquire_out_lock(out: Path, option: str = "--out") -> int:
-    """The open, locked descriptor of `out`'s lock file, or OutputBusyError naming `out`
-    and the holder's pid. The inode check makes a lock file that a finishing holder
-    unlinked between our open and our flock count as not held."""
+def acquire_out_lock(
+    out: Path, option: str = "--out", given: str | os.PathLike | None = None
+) -> int:
+    """The open, locked descriptor of `out`'s lock file, or OutputBusyError naming `out` as
+    the user gave it (`given`, relative where it was; None: `out`) and the holder's pid. The
+    inode check makes a lock file that a finishing holder unlinked between our open and our
+    flock count as not held."""
     lock_path = lock_path_for(out)
+    shown = out if given is None else given
     while True:
-        fd = _open_lock_file(lock_path, out, option)
+        fd = _open_lock_file(lock_path, shown, option)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise OutputBusyError(
-                f"{out}: another command is writing it (pid {owner});"
+                f"{shown}: another command is writing it (pid {owner});"
                 f" wait for it or choose another {option}"
             ) from None
         try:
@@ -108,21 +113,23 @@ def acquire_out_lock(out: Path, option: str = "--out") -> int:
         except FileNotFoundError:
             same = False
         if same:
-            _write_owner(fd, lock_path, out, option)
+            _write_owner(fd, lock_path, out, option, shown)
             return fd
         os.close(fd)
 
 
-def _write_owner(fd: int, lock_path: Path, out: Path, option: str) -> None:
+def _write_owner(
+    fd: int, lock_path: Path, out: Path, option: str, shown: str | os.PathLike
+) -> None:
     """Write our pid into the lock file we hold (what a second command's busy error names).
     On failure (a full disk) the lock is dropped and its file removed, and the error names
-    `out` and its folder (was a bare `[Errno 28] No space left on device`)."""
+    `out` as `shown` and its folder (was a bare `[Errno 28] No space left on device`)."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError as err:
         release_out_lock(out, fd)
-        raise cannot_create(option, out, lock_path.parent, err) from None
+        raise cannot_create(option, shown, lock_path.parent, err) from None
 
 
 def release_out_lock(out: Path, fd: int) -> None:
@@ -181,7 +188,7 @@ def out_lock(out: str | os.PathLike, option: str = "--out") -> Iterator[None]:
     fd: int | None = None
     try:
         with ctrl_c_deferred():  # a Ctrl-C meanwhile is raised inside the try, fd bound
-            fd = acquire_out_lock(path, option)
+            fd = acquire_out_lock(path, option, given=out)
         yield
     finally:
         if fd is not None:

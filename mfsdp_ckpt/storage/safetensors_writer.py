@@ -259,7 +259,11 @@ class ShardedSafetensorsWriter:
 def _require_free(out_dir: Path, needed: int) -> None:
     """ENOSPC when `out_dir`'s filesystem reports fewer free bytes than `needed` (root may
     use the blocks kept for it). Nothing is reserved: a filesystem that reports no sizes
-    (some FUSE mounts say 0 blocks) is not judged here, and its writes say it instead."""
+    (some FUSE mounts say 0 blocks) is not judged here, and its writes say it instead.
+    The message names where that filesystem is mounted: `out_dir` is a hidden work dir
+    beside the output, and "its filesystem" read as the output's own, which a user then
+    checked with `df` and found free (the output a mount point, the work dir on its
+    parent's filesystem)."""
     try:
         fs = os.statvfs(out_dir)
     except (OSError, AttributeError):  # no statvfs on this platform: the writes will tell
@@ -269,9 +273,18 @@ def _require_free(out_dir: Path, needed: int) -> None:
     if fs.f_blocks and needed > free:
         raise OSError(
             errno.ENOSPC,
-            f"{out_dir}: {needed} bytes to write, its filesystem has {free} free"
-            f" ({os.strerror(errno.ENOSPC)})",
+            f"{out_dir}: {needed} bytes to write, the filesystem it is written on (mounted at"
+            f" {mount_point(out_dir)}) has {free} free ({os.strerror(errno.ENOSPC)})",
         )
+
+
+def mount_point(path: str | os.PathLike) -> str:
+    """The mount point of the filesystem holding `path` (what `df PATH` names): its nearest
+    ancestor, or itself, that `os.path.ismount` says is one."""
+    current = os.path.abspath(path)
+    while not os.path.ismount(current):
+        current = os.path.dirname(current)
+    return current
 
 
 def _source_shrank(src_fd: int, needed: int) -> Exception:

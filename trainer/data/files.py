@@ -8,6 +8,7 @@ import collections
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred
 from mfsdp_ckpt.storage.temp_files import new_temp, temp_writer
 from mfsdp_ckpt.storage.tensor_memory import memory_failure, reraise_if_out_of_memory
 from mfsdp_ckpt.storage.unique_json import (
@@ -33,14 +35,16 @@ from mfsdp_ckpt.storage.unique_json import (
     too_many_containers,
 )
 
+log = logging.getLogger(__name__)  # tables published, then the interrupt: one line
+
 # Parquet stores a repeated value once (dictionary and run-length encoding) and compresses
 # pages: a small file can hold millions of rows, or one long string repeated in each, that
 # decode to gigabytes and far more once made Python objects. Decoding is bounded twice
 # against a budget per byte of file: the footer's uncompressed sizes (what decompressing the
 # pages makes), then each batch's rows with every repeated value counted once per use,
 # computed from the dictionary's lengths before any value is copied. Real tables compress
-# text ~3-10x, and one prompt prefix shared by every row some 100x. Each cell is charged the
-# Python object it becomes besides its bytes.
+# text several times over, and one prompt prefix shared by every row far more. Each cell is
+# charged the Python object it becomes besides its bytes.
 DECODED_PER_FILE_BYTE = 256
 DECODED_FLOOR = 64 << 20
 _CELL_BYTES = 64
@@ -576,12 +580,7 @@ def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = Tr
                 raise DataWriteError(
                     f"{path}: not written ({reason}); none of this run's files were kept"
                 ) from None
-        for path, temp in staged.items():
-            if replace:
-                os.replace(temp, path)
-            else:
-                _publish_new(temp, path)
-                published.append(path)
+        _publish_all(staged, replace, published)
     except BaseException:
         for path in published:  # new names of this run's only: nothing that was there before
             with contextlib.suppress(FileNotFoundError):
@@ -591,6 +590,35 @@ def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = Tr
         for temp in staged.values():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
+
+
+def _publish_all(staged: dict[Path, Path], replace: bool, published: list[Path]) -> None:
+    """Rename each finished temp file in `staged` to its table, with Ctrl-C and SIGTERM held
+    back (`ctrl_c_deferred`): one landing between two renames left `sft/train.parquet` new
+    beside the old `rl/test.parquet` (a held-out split overlapping the new train split).
+    A signal that came meanwhile is raised once every table is in place, after a line
+    saying so: "error: interrupted" alone read as nothing written. `published` gets the new
+    names (`replace=False`) until all are in place, for the caller to remove on a failure
+    part way; once they are, it is emptied: they stay, whatever is raised after."""
+    in_place = False
+    try:
+        with ctrl_c_deferred():
+            for path, temp in staged.items():
+                if replace:
+                    os.replace(temp, path)
+                else:
+                    _publish_new(temp, path)
+                    published.append(path)
+            published.clear()
+            in_place = True
+    except KeyboardInterrupt:
+        if in_place:
+            log.warning(
+                "warning: interrupted while the tables were put in place, and stopped once all"
+                " were: every table is this run's, complete (%s)",
+                first_of([str(path) for path in staged], 3),
+            )
+        raise
 
 
 # A file system that has no hard links (FAT, some network and FUSE mounts) says so thus.
