@@ -57,8 +57,9 @@ from trainer.progress import CallbackBar
     "torch's names (bfloat16, float16, float32) work too.",
 )
 @overwrite_option(
-    "Replace OUT if it exists (only once the new checkpoint is complete); a checkpoint "
-    "there is never replaced."
+    "Replace OUT if it is an empty directory or an earlier import-hf output of the same "
+    "--layout (only once the new checkpoint is complete); anything else there (a Hugging "
+    "Face model dir, another checkpoint, other files) is never replaced."
 )
 @allow_nonfinite_option(
     "Import weights holding NaN/Inf (or overflowing --dtype) instead of failing."

@@ -324,6 +324,10 @@ def load_hf_config(
 
 
 def expected_weights(config: PretrainedConfig) -> ExpectedWeights:
+    """The weights transformers' own model of `config` has, by name and shape, built on the
+    meta device: for a family no shape table knows, the model is the one authority on them.
+    Experts are named as the hub files name them; a config transformers builds no causal LM
+    from is an HFConfigError naming why."""
     try:
         model = meta_causal_lm(config)
     except Exception as err:  # t5, a vision-language config, sizes transformers refuses

@@ -39,13 +39,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import math
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.asset_rewrites import (
     CODE_KEY,
@@ -65,6 +68,7 @@ from mfsdp_ckpt.convert.export_source import (
     check_local_assets,
     load_config,
 )
+from mfsdp_ckpt.convert.export_write import set_config_dtype
 from mfsdp_ckpt.convert.fused_experts import hub_expert_entries
 from mfsdp_ckpt.convert.fused_tensors import Geometry
 from mfsdp_ckpt.convert.hf_config import (
@@ -75,7 +79,9 @@ from mfsdp_ckpt.convert.hf_config import (
     weights_disagreement,
 )
 from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, UnsupportedModelError
+from mfsdp_ckpt.convert.megatron_record import read_args
 from mfsdp_ckpt.convert.name_maps import (
+    HF,
     LAYOUTS,
     MCORE,
     MCORE_EXPERTS,
@@ -87,15 +93,17 @@ from mfsdp_ckpt.convert.name_maps import (
     plan_import,
     refuse_attention_window,
     refuse_mixed_moe_layers,
+    refuse_other_computation,
 )
-from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import checkpoint_resolution, dir_entries, finding_runs, layout, step_saving
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from mfsdp_ckpt.format import dir_entries, finding_runs, layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import hub_id_hint
-from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.format.manifest import Manifest, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
+from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -105,12 +113,14 @@ from mfsdp_ckpt.storage.dcp_stream_writer import (
     StreamingDcpWriter,
 )
 from mfsdp_ckpt.storage.named_writes import write_bytes
-from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.out_dir import Replaceable, claim_output, unreplaceable
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_source import (
     SafetensorsError,
     SafetensorsSource,
     export_hf_advice,
 )
+from mfsdp_ckpt.storage.writable import require_writable_dir
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
@@ -256,6 +266,7 @@ def plan_model_import(
         if layout_name == MCORE:
             refuse_attention_window(config)
             refuse_mixed_moe_layers(config)
+            refuse_other_computation(config)
         items = plan_import(shapes, layout_name, config.model_type, geometry, norms, experts)
     except UnsupportedModelError as err:
         raise ImportFailedError(f"{hf_dir}: {err}") from None
@@ -545,8 +556,8 @@ def import_hf(
     _refuse_bad_request(
         source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
     )
-    _refuse_replacing_a_checkpoint(out)
-    check_out_dir(out, [], [source_dir.resolve()])
+    replaceable = functools.partial(earlier_import_problem, layout_name=layout_name)
+    _check_out(out, source_dir, replaceable)
     if source_dir.resolve() in out.resolve().parents:
         raise ImportUsageError(
             f"{out}: lies in the model dir being imported; choose an --out outside it"
@@ -555,7 +566,7 @@ def import_hf(
     # model): --overwrite replaces the directory found here, and a concurrent export into
     # the same --out meanwhile is refused instead of being replaced when this one publishes.
     asset_notes: list[str] = []  # the hf layout's, on the model dir's files it copied
-    with claim_output(out, overwrite) as claim:
+    with claim_output(out, overwrite, replaceable=replaceable) as claim:
         plan = plan_model_import(
             source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
         )
@@ -579,6 +590,9 @@ def import_hf(
         f"{item.target} shares the bytes of {same_as.target} (tied: stored once)"
         for item, same_as in _aliases(plan)
     ]
+    mixed = _mixed_dtypes_note(plan)
+    if mixed is not None:
+        notes.append(mixed)
     dtypes = sorted({plan.out_dtype(item).name for item in plan.items})
     return ImportResult(
         str(out),
@@ -591,6 +605,28 @@ def import_hf(
         str(checkpoint),
         notes,
         convert_seconds,
+    )
+
+
+def _mixed_dtypes_note(plan: ImportPlan) -> str | None:
+    """What export-hf makes of floating weights kept in more than one stored dtype (bf16
+    matrices beside fp32 norms), or None: it writes one dtype for every tensor, so only
+    --dtype fp32 gives each value back (per-tensor dtypes are not recorded)."""
+    if plan.dtype is not None:
+        return None
+    kept: dict[str, list[str]] = {}
+    for item in plan.items:
+        dtype = plan.out_dtype(item)
+        if dtype.is_floating_point:
+            kept.setdefault(dtype.name, []).append(item.target)
+    if len(kept) < 2:
+        return None
+    least = min(kept, key=lambda name: len(kept[name]))
+    counts = ", ".join(f"{name} {len(targets)}" for name, targets in sorted(kept.items()))
+    return (
+        f"weights kept in their stored dtypes ({counts}; {least}: {first_of(kept[least], 2)}):"
+        " export-hf writes every tensor in one dtype, --dtype auto config.json's (else the"
+        " most common stored), rounding the others; --dtype fp32 keeps every value"
     )
 
 
@@ -627,21 +663,112 @@ def _config_stays_note(hf_dir: Path) -> str:
     )
 
 
-def _refuse_replacing_a_checkpoint(out: Path) -> None:
-    """--overwrite replaces a directory, never a checkpoint: a mistyped --out must not cost
-    a training run (a previous import is removed by hand)."""
-    if not out.is_dir():
-        return
+def _check_out(out: Path, source_dir: Path, replaceable: Replaceable) -> None:
+    """Refuse, before any work, an --out import may not write: what `check_out_dir` refuses
+    (the model dir read, a dir inside a checkpoint), and a directory that
+    `import-hf --overwrite` would not replace, named now rather than after "pass
+    --overwrite"; one that is itself a checkpoint is named by what it holds (`replaceable`'s
+    words: check_out_dir's speak of an earlier export). An earlier import is a checkpoint
+    too, which check_out_dir refuses as an --out: for it, the folder it lies in must be
+    none."""
     try:
-        found: object = checkpoint_resolution.resolve_checkpoint(out).dist_ckpt
-    except layout.DamagedRunDirError:
-        found = "a run dir, damaged"
-    except layout.CheckpointPathError:
+        found = out.is_dir() and any(os.scandir(out))
+    except OSError:
+        found = True  # one that cannot be listed: `replaceable` says so
+    problem = replaceable(out) if found else None
+    if found and problem is None:
+        require_writable_dir("--out", out, beside=True, error=ImportUsageError)
+        inside = inside_checkpoint(out.parent)
+        if inside is not None:
+            raise ImportUsageError(
+                f"{out}: the folder it is in {inside}; choose an --out outside it"
+            )
         return
-    raise ImportUsageError(
-        f"{out}: holds a checkpoint ({found}); import never replaces one"
-        " (remove it first, or choose another --out)"
-    )
+    absolute = Path(os.path.abspath(out))
+    if problem is not None and finding_runs.checkpoint_containing(absolute) == absolute:
+        raise unreplaceable(out, problem)
+    check_out_dir(out, [], [source_dir.resolve()])
+    if problem is not None:
+        raise unreplaceable(out, problem)
+
+
+# The files of an mcore import: the DCP metadata and its data files (`StreamingDcpWriter`)
+_DCP_FILE = re.compile(r"__\d+_\d+\.distcp")
+
+
+def earlier_import_problem(out: Path, layout_name: str) -> str | None:
+    """Why `import-hf --layout LAYOUT_NAME --overwrite` may not replace the directory `out`
+    (the words go before "; --overwrite replaces only those"), or None when it may: it is
+    empty, or an earlier import of that layout, as import writes it and nothing else.
+    Anything else is someone's data: a Hugging Face model dir (a download, given as --out by
+    a slip of tab completion: it looks like an earlier *export*, the one kind of directory
+    this flag replaced), a checkpoint, any other files."""
+    try:
+        entries = sorted(entry.name for entry in os.scandir(out))
+    except OSError as err:
+        return f"cannot be listed ({err.strerror})"
+    if not entries:
+        return None
+    earlier = _earlier_import_layout(out, entries)
+    if earlier == layout_name:
+        return None
+    if earlier is not None:
+        held = f"an earlier import of --layout {earlier}"
+    elif HF_CONFIG_FILE in entries and any(name.endswith(".safetensors") for name in entries):
+        held = f"a Hugging Face model ({HF_CONFIG_FILE} and safetensors)"
+    else:
+        marks = [name for name in entries if name in _CHECKPOINT_NAMES or _is_step_name(name)]
+        held = f"a checkpoint ({marks[0]})" if marks else f"other files ({first_of(entries, 3)})"
+    return f"holds {held}: neither empty nor an earlier import-hf --layout {layout_name}"
+
+
+_CHECKPOINT_NAMES = (
+    layout.DCP_METADATA_FILE,
+    layout.DIST_CKPT_DIR,
+    layout.MANIFEST_FILE,
+    layout.TRACKER_FILE,
+)
+
+
+def _is_step_name(name: str) -> bool:
+    return name.startswith(layout.STEP_DIR_PREFIX) or layout.is_megatron_step_name(name)
+
+
+def _earlier_import_layout(out: Path, entries: list[str]) -> str | None:
+    """The layout of the import `out` holds (entries: its names, sorted), or None when it
+    is not one: an mcore DCP dir whose Megatron `args` is None (no training run writes
+    that), or a run dir of step 0 alone whose manifest says an import wrote it and lists
+    every file in it."""
+    if layout.DCP_METADATA_FILE in entries:
+        rest = [name for name in entries if name != layout.DCP_METADATA_FILE]
+        return (
+            MCORE if all(_DCP_FILE.fullmatch(name) for name in rest) and _args_none(out) else None
+        )
+    step = layout.step_dir(out, 0)
+    if entries != sorted([layout.TRACKER_FILE, step.name]):
+        return None
+    try:
+        manifest = read_manifest(step / layout.MANIFEST_FILE)
+        files = {
+            str(path.relative_to(step))
+            for path in step.rglob("*")
+            if not path.is_dir() or path.is_symlink()
+        }
+    except (MfsdpError, OSError):
+        return None
+    if manifest.strategy != IMPORT_STRATEGY or files - {layout.MANIFEST_FILE} - set(manifest.files):
+        return None
+    return HF
+
+
+def _args_none(dcp_dir: Path) -> bool:
+    """Whether the DCP dir holds Megatron's top-level entries as an mcore import writes
+    them: `args` None among exactly MCORE_TOP_LEVEL's."""
+    try:
+        reader = CheckpointReader(dcp_dir)
+        return set(reader.objects) == set(MCORE_TOP_LEVEL) and read_args(reader) is None
+    except (MfsdpError, OSError, ValueError):
+        return False
 
 
 def _write_run_dir(
@@ -665,6 +792,10 @@ def _write_run_dir(
         target = assets / name
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes(target, load())
+        if name == HF_CONFIG_FILE and plan.dtype is not None:
+            # the dtype the weights were cast to, as export writes it: what a plain export
+            # of this run dir writes again, and what its weights are
+            set_config_dtype(target, plan.dtype)
         step_saving.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
     files = hash_files(step, asset_names)

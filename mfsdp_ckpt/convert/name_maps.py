@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.check.printable import first_of
-from mfsdp_ckpt.convert.config_behaviour import WINDOWED_FAMILIES, SlidingWindow, sliding_window
+from mfsdp_ckpt.convert.config_behaviour import (
+    FAMILY_DEFAULTS,
+    WINDOWED_FAMILIES,
+    SlidingWindow,
+    sliding_window,
+)
 from mfsdp_ckpt.convert.fused_tensors import (
     COPY,
     EXPERT_GATE_UP,
@@ -41,6 +46,7 @@ from mfsdp_ckpt.convert.fused_tensors import (
     is_int,
 )
 from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, UnsupportedModelError
+from mfsdp_ckpt.convert.record_values import MEGATRON_ROPE, megatron_rope_mismatch
 from mfsdp_ckpt.format import state_keys
 
 if TYPE_CHECKING:
@@ -201,11 +207,13 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
 def refuse_attention_window(config: JsonConfig | PretrainedConfig) -> None:
     """UnsupportedModelError naming the key unless every layer attends over all positions.
 
-    Megatron-core GPT layers as converted here run full causal attention (Megatron's own
-    window_size counts the positions before the query, transformers' sliding_window the
-    query too, and is not mapped: `megatron_config` refuses it), so a model some of whose
-    layers see a sliding window narrower than its positions computes something else in
-    mcore form: converting it either way would silently change its outputs. A window of
+    The mcore form holds weights alone: the Megatron-LM run loading them takes each
+    layer's window from its own flags (--window-size, --window-attn-skip-freq), which the
+    conversion neither records nor checks, whose window counts the positions before the
+    query where transformers' sliding_window counts the query too, and whose window_size
+    record export does not convert (`megatron_config` refuses it). So a model some of whose
+    layers see a sliding window narrower than its positions is refused: converted either
+    way, nothing would keep its windows. A window of
     null or at least max_position_embeddings never narrows attention and converts. Which
     layers slide which window is `config_behaviour.sliding_window`'s answer; a layer that
     layer_types marks sliding_attention with no window in force is refused too, as a model
@@ -243,9 +251,11 @@ def refuse_attention_window(config: JsonConfig | PretrainedConfig) -> None:
     if window < positions:
         raise UnsupportedModelError(
             f"config: sliding_window={window} is below max_position_embeddings={positions} on"
-            f" {_windowed_layers(found)}; the Megatron-core layers converted here run full"
-            " attention (a Megatron window_size is not mapped to a sliding_window), so the"
-            " mcore model would not be this one (null or >= max_position_embeddings converts)"
+            f" {_windowed_layers(found)}; the mcore form carries no attention window (its"
+            " layers run full attention unless the Megatron-LM run passes --window-size,"
+            " which is neither written nor checked here, nor its window_size converted"
+            " back), so the mcore model would not be this one (null or >="
+            " max_position_embeddings converts)"
         )
 
 
@@ -437,6 +447,47 @@ def refuse_mixed_moe_layers(config: JsonConfig | PretrainedConfig) -> None:
             f"config: decoder_sparse_step={step!r:.40} keeps dense layers among the MoE ones;"
             " Megatron's record of such a model (moe_layer_freq) does not export back, so"
             " --layout mcore refuses it (--layout hf imports it)"
+        )
+
+
+# transformers' names of SiLU, the activation Megatron-LM's --swiglu gates its MLPs with
+SWIGLU_ACTIVATIONS = ("silu", "swish")
+# config.json switches for linear biases that no mcore table here has names for (Qwen2's
+# q/k/v biases are always there, and mapped); a family reads those its defaults list
+_BIAS_KEYS = ("attention_bias", "mlp_bias")
+
+
+def refuse_other_computation(config: JsonConfig | PretrainedConfig) -> None:
+    """UnsupportedModelError naming each config.json setting under which the Megatron-core
+    model an mcore import is loaded into computes something else than transformers' model
+    of the same weights, with what the mcore layout supports: an MLP activation other than
+    SiLU (fc1 is written as SwiGLU's gate and up, Megatron-LM's --swiglu, the one gated MLP
+    export-hf converts back), linear biases a family's table has no names for (Llama's
+    attention_bias and mlp_bias, Qwen3's attention_bias: named by their keys instead of as
+    tensors without a mapping), and a rope scaling no Megatron-core 'rope' setting computes
+    (`megatron_rope_mismatch`, export-hf's own comparison with a record). --layout hf keeps
+    each of them, as the model's own config.json travels with it."""
+    data = _config_data(config)
+    family = str(data.get("model_type"))
+    found = []
+    activation = data.get("hidden_act", FAMILY_DEFAULTS.get(family, {}).get("hidden_act"))
+    if activation is not None and activation not in SWIGLU_ACTIVATIONS:
+        found.append(
+            f"hidden_act={activation!r:.40} (the mcore MLPs are Megatron-LM's --swiglu, silu)"
+        )
+    biases = [key for key in _BIAS_KEYS if key in FAMILY_DEFAULTS.get(family, {}) and data.get(key)]
+    if biases:
+        found.append(
+            f"{', '.join(f'{key}={data[key]!r:.20}' for key in biases)} (the {family} mcore"
+            " table maps no linear biases)"
+        )
+    rope = megatron_rope_mismatch(data)
+    if rope is not None:
+        found.append(f"{rope} ({MEGATRON_ROPE})")
+    if found:
+        raise UnsupportedModelError(
+            f"config: {'; '.join(found)}: the mcore model would not be this one, so --layout"
+            " mcore refuses it (--layout hf imports it)"
         )
 
 

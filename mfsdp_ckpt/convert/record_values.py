@@ -138,3 +138,55 @@ def _shown(scaling: Scaling) -> str:
         return "none"
     stated = ", ".join(f"{key} {value!r:.40}" for key, value in parameters.items())
     return f"{kind}" + (f" ({stated})" if stated else "")
+
+
+MEGATRON_ROPE = (
+    "Megatron-core's rope position embedding runs no scaling, linear (--rotary-seq-len-"
+    "interpolation-factor) and llama3 with low_freq_factor 1, high_freq_factor 4 and"
+    " original_max_position_embeddings 8192 (--use-rope-scaling --rope-scaling-factor)"
+)
+
+
+def _megatron_settings(kind: str, factor: Any) -> dict[str, Any]:
+    """The Megatron-LM settings that run a `kind` scaling by `factor` with Megatron-core's
+    'rope' position embedding ({}: none do, or none is needed), as a record holds them."""
+    if kind == "linear":
+        return {"rotary_seq_len_interpolation_factor": factor}
+    if kind == "llama3":
+        return {"use_rope_scaling": True, "rope_scaling_factor": factor}
+    return {}
+
+
+def megatron_rope_mismatch(config: dict[str, Any]) -> str | None:
+    """The rope scaling config.json (data) states, in words naming its key, when no
+    Megatron-core 'rope' setting computes it; None when one does. The settings are made from
+    the config's own factor and compared with it as export-hf compares a config with a
+    record (`_same_scaling`), so what an mcore import accepts is what export-hf takes back
+    against the run's record: llama3 only with Megatron-core's fixed frequencies and context
+    length, and no yarn or longrope (Megatron-core runs YaRN as another position embedding
+    type, whose record export-hf does not convert)."""
+    rope = rope_of(config)
+    if rope is None:
+        return None
+    stated = _stated_scaling(rope)
+    kind, parameters = stated
+    if kind == "default":
+        return None
+    recorded = _recorded_scaling(_megatron_settings(kind, parameters.get("factor")))
+    if recorded is not None and _same_scaling(stated, recorded):
+        return None
+    key = "rope_parameters" if isinstance(config.get("rope_parameters"), dict) else "rope_scaling"
+    found = f"{key}.rope_type={kind!r:.40}"
+    if recorded is None:  # a kind no Megatron-core rope setting has
+        return found
+    differing = [
+        f"{name}={value!r:.40} "
+        + (
+            "(not a number)"
+            if _number(value) is None
+            else f"(Megatron-core: {recorded[1].get(name)!r})"
+        )
+        for name, value in parameters.items()
+        if not _same_scaling((kind, {name: value}), recorded)
+    ]
+    return f"{found} with {', '.join(differing)}"

@@ -16,9 +16,7 @@ def test_out_is_claimed_before_the_source_is_read(tmp_path, monkeypatch):
     meanwhile was then replaced by `import-hf --overwrite`. It must find --out busy."""
     (tmp_path / "model").mkdir()
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "config.json").write_text("{}")
-    (out / "model.safetensors").write_bytes(b"earlier export")
+    out.mkdir()  # empty: what import-hf --overwrite may replace
     seen = []
 
     def plan_while_another_export_starts(*_args, **_kwargs):
@@ -33,5 +31,5 @@ def test_out_is_claimed_before_the_source_is_read(tmp_path, monkeypatch):
     with pytest.raises(_Planned):
         import_module.import_hf(tmp_path / "model", out, overwrite=True)
     assert seen == ["busy"]
-    assert (out / "model.safetensors").read_bytes() == b"earlier export"
+    assert list(out.iterdir()) == []  # not replaced while the other command held it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "out"]  # lock and work dir gone

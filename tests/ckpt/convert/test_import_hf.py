@@ -156,9 +156,13 @@ def test_cli_ok_json_and_existing_output(tmp_path):
     first = _cli(str(source), "--out", str(out), "--json")
     assert first.exit_code == 0, first.output
     assert json.loads(first.output[first.output.index("{") :])["model_type"] == "qwen2"
-    again = _cli(str(source), "--out", str(out), "--overwrite")  # a checkpoint is never replaced
-    assert again.exit_code == 2 and "holds a checkpoint" in again.output, again.output
-    assert CheckpointReader(out).tensors  # still the first import
+    (out / "marker").write_text("")  # now not only what an import writes: not replaced
+    kept_import = _cli(str(source), "--out", str(out), "--overwrite")
+    assert kept_import.exit_code == 2 and "--overwrite replaces only" in kept_import.output
+    (out / "marker").unlink()  # an earlier import of the same layout is replaced
+    again = _cli(str(source), "--out", str(out), "--overwrite")
+    assert again.exit_code == 0, again.output
+    assert CheckpointReader(out).tensors
     plain = tmp_path / "plain"
     (plain / "notes").mkdir(parents=True)
     assert _cli(str(source), "--out", str(plain)).exit_code == 2  # exists
