@@ -12,9 +12,12 @@ def human_bytes(count: int) -> str:
 
 
 def human_rate(count: int, seconds: float) -> str:
-    """Bytes per second as GB/s from 1 GB/s up, MB/s below."""
+    """Bytes per second as GB/s from 1 GB/s up, MB/s from 1 MB/s, kB/s below: a small model
+    converted in seconds of start-up read "(0.0 MB/s)", as if nothing was written."""
     rate = count / seconds if seconds > 0 else 0.0
-    return f"{rate / 1e9:.2f} GB/s" if rate >= 1e9 else f"{rate / 1e6:.1f} MB/s"
+    if rate >= 1e9:
+        return f"{rate / 1e9:.2f} GB/s"
+    return f"{rate / 1e6:.1f} MB/s" if rate >= 1e6 else f"{rate / 1e3:.1f} kB/s"
 
 
 def took(count: int, seconds: float) -> str:

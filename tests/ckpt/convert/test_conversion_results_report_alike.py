@@ -43,3 +43,9 @@ def test_the_phrase_times_the_tensors_alone_where_they_were_timed_apart():
     assert timed.converted().endswith(" in 0.5 s (6.3 MB/s)")
     assert untimed.convert_gb_per_s is None
     assert timed.convert_gb_per_s == 3 * 2**20 / 1e9 / 0.5
+
+
+def test_a_small_rate_reads_in_kilobytes_not_as_zero():
+    """0.35 MiB converted in 7.9 s of a busy machine's start-up read "(0.0 MB/s)"."""
+    slow, _ = _both(367_001, 7.9, None)
+    assert slow.converted().endswith(" in 7.9 s (46.5 kB/s)")
