@@ -8,7 +8,6 @@ a warning; an odd --rdzv-id was a traceback (it names a temp dir).
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from typing import TYPE_CHECKING
 
@@ -41,14 +40,6 @@ def check_launch(launch: Launch) -> None:
             f"--nnodes {launch.nnodes}",
             EXIT_USAGE,
         )
-    stale = _rank_not_from_torchrun()
-    if stale is not None and (launch.nproc_per_node > 1 or launch.multi_node):
-        fail(
-            f"--nproc-per-node {launch.nproc_per_node} asks to launch ranks, but {stale} is set"
-            " in the environment, not by torchrun (a leftover export?), and a process given a"
-            " rank does not launch others: unset RANK and WORLD_SIZE",
-            EXIT_USAGE,
-        )
     if launch.nnodes > 1 and launch.rdzv_endpoint is None:
         fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches", EXIT_USAGE)
     if launch.rdzv_endpoint is not None:
@@ -61,17 +52,6 @@ def check_launch(launch: Launch) -> None:
             "(the same on every machine of the run)",
             EXIT_USAGE,
         )
-
-
-def _rank_not_from_torchrun() -> str | None:
-    """`RANK=r` (and WORLD_SIZE) as the environment holds them where torchrun did not set
-    them (it sets TORCHELASTIC_RUN_ID beside them), else None. Inside torchrun's ranks the
-    launch flags are not for this process; outside, a rank makes `start` train in this
-    process instead of launching, which then waited for ranks nobody started."""
-    if "RANK" not in os.environ or os.environ.get("TORCHELASTIC_RUN_ID"):
-        return None
-    world = os.environ.get("WORLD_SIZE")
-    return f"RANK={os.environ['RANK']}" + (f" WORLD_SIZE={world}" if world is not None else "")
 
 
 def _endpoint_problem(endpoint: str) -> str | None:

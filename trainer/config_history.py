@@ -264,16 +264,17 @@ def _earlier_attempt(
 ) -> bool:
     """Whether `run_dir`'s config.yaml, recording `recorded`, is that of an earlier run of this
     same start that stopped before its first save: `run_dir` holds no step, and for a fresh
-    start (`resumed` None) the file records a run in `run_dir` (`_recorded_here`); for a
+    start (`resumed` None) that is all (the file is mfsdp's, checked before: one of a run dir
+    since moved or copied, whose recorded run_dir is another, trained nothing either); for a
     resume (`checkpoint.resume=resume`, loaded as `resumed`) its `checkpoint.resume` names
     the same checkpoint, however spelled (its step dir or its dist_ckpt, through a link; a
     relative one read from where that run started, or spelled as `resume` where that is not
-    known). Such a file trained nothing there; one of another run dir or source, or none,
+    known). Such a file trained nothing there; for a resume, one of another source, or none,
     may be the user's (a copy of another run's config, given as --config)."""
     if run_steps.list_complete_steps(run_dir):
         return False
     if resumed is None:
-        return _recorded_here(recorded, run_dir)
+        return True
     began = _dotted(recorded, "checkpoint.resume")
     if not isinstance(began, str) or began in ("auto", "disable"):
         return False
@@ -288,17 +289,6 @@ def _earlier_attempt(
         )
     except (MfsdpError, OSError):  # it names no checkpoint (now): not this resume's
         return False
-
-
-def _recorded_here(recorded: dict[str, Any], run_dir: Path) -> bool:
-    """Whether the `trainer.run_dir` that `recorded` holds names `run_dir`: absolute, through
-    links; relative, read from a directory it leads there from (`_started_in`)."""
-    given = _dotted(recorded, "trainer.run_dir")
-    if not isinstance(given, str) or not given:
-        return False
-    if os.path.isabs(given):
-        return _same_path(Path(given), run_dir)
-    return _started_in(recorded, run_dir) is not None
 
 
 def _keep_own(run_dir: Path, recorded: dict[str, Any]) -> str:

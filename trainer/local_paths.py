@@ -26,6 +26,7 @@ from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError, path_values
+from trainer.metrics import TENSORBOARD_DIR
 
 # What model.hf_config must name (model_source checks it too, where it would go unread)
 HF_CONFIG_NEEDED = "a local Hugging Face model dir or config.json"
@@ -159,7 +160,8 @@ def check_run_dir_is_its_own(run_dir: str) -> None:
     """`trainer.run_dir` names a directory of the run's own: an empty one (`run_dir: ""`)
     trained into the current directory, its checkpoints, metrics.jsonl and config.yaml among
     the user's files, and so did `.`, `..` or the current directory's path
-    (`_holds_the_current_directory`), unless it is a run already; the file system's root
+    (`_holds_the_current_directory`), unless it is a run already or holds nothing else
+    (`_holds_others`); the file system's root
     (`/`, `/tmp/..`, a link to `/`) was a traceback from the run-dir lock, which lives beside
     the run dir (nothing is beside `/`), with exit 1 and under --json nothing on stdout."""
     if not run_dir.strip():
@@ -174,7 +176,7 @@ def check_run_dir_is_its_own(run_dir: str) -> None:
             f"trainer.run_dir: {named} is the file system's root; give a directory of the"
             " run's own (e.g. trainer.run_dir=runs/NAME)"
         )
-    if _holds_the_current_directory(real) and not _is_a_run(real):
+    if _holds_the_current_directory(real) and not _is_a_run(real) and _holds_others(real):
         raise ConfigError(
             f"trainer.run_dir: {named} is the current directory or above it; name a new one"
             " (e.g. trainer.run_dir=runs/NAME)"
@@ -192,6 +194,26 @@ def _holds_the_current_directory(real: str) -> bool:
     except OSError:  # the current directory was removed: no files of the user's there
         return False
     return real == here or Path(real) in Path(here).parents
+
+
+# What a run writes in its run dir: a directory holding nothing else is the run's own,
+# however it is named (`mkdir exp && cd exp` and `trainer.run_dir=.`, as a batch job runs)
+RUN_FILES = {layout.RUN_CONFIG_FILE, layout.RUN_METRICS_FILE, layout.TRACKER_FILE, TENSORBOARD_DIR}
+
+
+def _holds_others(real: str) -> bool:
+    """Whether the directory `real` holds anything a run does not write there (`RUN_FILES`,
+    its step dirs): a project's files, or the directory the command runs in (`..`). An empty
+    one, or one where an earlier run stopped before its first save, is the run's own; a
+    config.yaml there that mfsdp did not write is refused on its own
+    (`config_history.own_config_note`)."""
+    try:
+        names = os.listdir(real)
+    except OSError:
+        return False  # not there yet (made by the run) or unreadable: said where it is used
+    return any(
+        name not in RUN_FILES and not name.startswith(layout.STEP_DIR_PREFIX) for name in names
+    )
 
 
 def _is_a_run(real: str) -> bool:

@@ -2,9 +2,9 @@
 a word, whoever wrote it). One mfsdp did not write, the --config file itself included, is
 refused before anything is built, for SFT and GRPO alike, and on a resume of another run's
 step too; one an earlier run wrote there that saved no step (a first attempt that failed) is
-replaced, and the note names the settings changed since it; a copy of another run's config
-with other settings is refused. A run dir that is the current directory is refused unless it
-is a run already, which resumes as before."""
+replaced, and the note names the settings changed since it, wherever that run dir was then.
+A run dir that is the current directory is refused unless it is a run already, which resumes
+as before, or holds nothing a run does not write (a directory made for the run)."""
 
 from __future__ import annotations
 
@@ -105,20 +105,21 @@ def test_a_rerun_after_a_first_run_that_saved_nothing_replaces_its_config(
     assert yaml.safe_load(Path("run/config.yaml").read_text())["optim"]["lr"] == 0.001
 
 
-def test_a_copy_of_another_runs_config_with_other_settings_is_refused(data, tmp_path):
+def test_a_config_of_a_moved_run_dir_that_saved_nothing_is_replaced(data, tmp_path, capsys):
+    """mfsdp wrote it, for a run dir since moved (or copied: another run's config, which that
+    run keeps): it records another run_dir, and trained nothing here. It is replaced, the
+    note naming the settings changed since it (it was refused once, a false alarm)."""
     first, second = tmp_path / "first", tmp_path / "second"
-    write_resolved_config(first, tiny_config(data, first, *SETTINGS))
-    second.mkdir()
-    shutil.copy(first / RESOLVED_CONFIG_FILE, second / RESOLVED_CONFIG_FILE)
-    before = (second / RESOLVED_CONFIG_FILE).read_text()
-    with pytest.raises(OwnConfigError) as refused:
-        run_sft(tiny_config(data, second, *SETTINGS, "optim.lr=0.1"))
-    assert str(refused.value) == (
-        f"{second / RESOLVED_CONFIG_FILE}: records other settings than this run's (optim.lr"
-        f" 0.003 -> 0.1), and training into {second} would replace it with this run's config;"
-        " move it away, or give another trainer.run_dir"
-    )
-    assert (second / RESOLVED_CONFIG_FILE).read_text() == before
+    write_resolved_config(first, tiny_config(data, first, *SETTINGS, "trainer.total_steps=2"))
+    shutil.move(first, second)
+    capsys.readouterr()
+    run_sft(tiny_config(data, second, *SETTINGS, "trainer.total_steps=2", "optim.lr=0.1"))
+    said = capsys.readouterr().err
+    assert (
+        f"{second / RESOLVED_CONFIG_FILE} (an earlier run that saved no step: optim.lr 0.003"
+        " -> 0.1) is replaced by this run's config"
+    ) in said
+    assert yaml.safe_load((second / RESOLVED_CONFIG_FILE).read_text())["optim"]["lr"] == 0.1
 
 
 def test_a_users_config_is_kept_from_a_resume_of_another_runs_step_too(data, tmp_path):
@@ -141,6 +142,7 @@ def test_the_current_directory_and_above_are_refused(cls, given, tmp_path, monke
 
     here = tmp_path / "project" / "work"
     here.mkdir(parents=True)
+    (here / "train.py").write_text("")  # the user's files: a directory made for the run trains
     (tmp_path / "link-here").symlink_to(here)
     monkeypatch.chdir(here)
     run_dir = {"HERE": str(here), "link-here": str(tmp_path / "link-here")}.get(given, given)
@@ -152,7 +154,28 @@ def test_the_current_directory_and_above_are_refused(cls, given, tmp_path, monke
         f"trainer.run_dir: {named} is the current directory or above it; name a new one"
         " (e.g. trainer.run_dir=runs/NAME)"
     )
-    assert list(here.iterdir()) == []
+    assert [path.name for path in here.iterdir()] == ["train.py"]
+
+
+@pytest.mark.parametrize("given", [".", "HERE"])
+def test_an_empty_current_directory_made_for_the_run_trains(data, given, tmp_path, monkeypatch):
+    """`mkdir exp && cd exp`, then `trainer.run_dir=.` (or `$PWD`), as batch jobs run: nothing
+    of the user's is there. A first run there that stopped before its first save (its
+    config.yaml and metrics.jsonl) leaves it the run's own."""
+    from cli.launch import load_checked_config
+
+    here = tmp_path / "exp"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    run_dir = str(here) if given == "HERE" else given
+    (here / RESOLVED_CONFIG_FILE).write_text("")  # an earlier attempt's files, nothing else
+    (here / "metrics.jsonl").write_text("")
+    overrides = [f"trainer.run_dir={run_dir}", f"data.train_files={data}"]
+    cfg = load_checked_config(SFTConfig, str(EXAMPLES / "sft_tiny_cpu.yaml"), overrides)
+    assert cfg.trainer.run_dir == run_dir
+    (here / "notes.txt").write_text("mine")  # a file of the user's: refused again
+    with pytest.raises(ConfigError, match="is the current directory or above it"):
+        load_checked_config(SFTConfig, str(EXAMPLES / "sft_tiny_cpu.yaml"), overrides)
 
 
 def test_a_run_given_as_the_current_directory_resumes(data, tmp_path, monkeypatch, capsys):
