@@ -718,6 +718,7 @@ def earlier_import_problem(out: Path, layout_name: str) -> str | None:
         held = f"a Hugging Face model ({HF_CONFIG_FILE} and safetensors)"
     else:
         marks = [name for name in entries if name in _CHECKPOINT_NAMES or _is_step_name(name)]
+        marks.sort(key=lambda name: name in _IMPORT_WRITES)  # what was added, named first
         held = f"a checkpoint ({marks[0]})" if marks else f"other files ({first_of(entries, 3)})"
     return f"holds {held}: neither empty nor an earlier import-hf --layout {layout_name}"
 
@@ -728,6 +729,11 @@ _CHECKPOINT_NAMES = (
     layout.MANIFEST_FILE,
     layout.TRACKER_FILE,
 )
+
+
+# What an import itself writes at the top of its --out: in an import a step was then added
+# to (a run trained from it, Megatron-LM's iter_N), the step added is why it is refused
+_IMPORT_WRITES = {layout.DCP_METADATA_FILE, layout.TRACKER_FILE, f"{layout.STEP_DIR_PREFIX}0"}
 
 
 def _is_step_name(name: str) -> bool:

@@ -105,6 +105,20 @@ def test_an_import_with_more_in_it_is_not_replaced(tmp_path, models, layout_name
     assert _tree(out) == before
 
 
+@pytest.mark.parametrize("layout_name, added", [("hf", "global_step_1"), ("mcore", "iter_0000010")])
+def test_a_step_added_to_an_import_is_named_as_why(tmp_path, models, layout_name, added):
+    """Trained from (a later step) or saved into by Megatron-LM: the line named the import's
+    own global_step_0 or .metadata, as if the import itself were refused."""
+    source, _ = models
+    out = tmp_path / "imported"
+    assert _import(source, out, layout_name)[0] == 0
+    (out / added).mkdir()
+    (out / "latest_checkpointed_iteration.txt").write_text(added[-2:])
+    code, err = _import(source, out, layout_name, "--overwrite")
+    assert code == 2, err
+    assert f"holds a checkpoint ({added})" in one_error_line(err), err
+
+
 def test_a_megatron_checkpoint_is_not_taken_for_an_mcore_import(tmp_path, models):
     """A DCP dir with an mcore import's very entries, but `args` recording a run (an
     import writes None there: no training run does) is a training checkpoint."""
