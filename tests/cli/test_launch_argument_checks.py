@@ -6,6 +6,9 @@ exit 2, and torchrun is never started."""
 
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import pytest
 from click.testing import CliRunner
 
@@ -124,6 +127,9 @@ def test_launch_flags_launch_with_a_rank_in_the_environment_not_from_torchrun(
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    done = CliRunner().invoke(app, ["train", "sft", *flags, *config_args("sft", tmp_path)])
+    # the launch sets what its ranks inherit (the config checked, threads, PYTHONPATH): kept
+    # from the tests after this one in the process, which would read as launched ranks
+    with mock.patch.dict(os.environ):
+        done = CliRunner().invoke(app, ["train", "sft", *flags, *config_args("sft", tmp_path)])
     assert done.exit_code == 0, (done.output, done.exception)
     assert len(launched) == 1 and "cli.torchrun" in launched[0]
