@@ -7,27 +7,12 @@ first name only), beside `error_line`, which the same "unreadable blob" line els
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 import pytest
-import torch
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_budget, pickle_globals
 from mfsdp_ckpt.format.saved_objects import load_plain
-
-
-def _archive(pickled: bytes, folder: str = "archive") -> bytes:
-    """A torch.save archive of None with `pickled` as its data.pkl, its members in `folder`."""
-    saved = io.BytesIO()
-    torch.save(None, saved)
-    source, out = zipfile.ZipFile(io.BytesIO(saved.getvalue())), io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
-        for info in source.infolist():
-            data = pickled if info.filename.endswith("/data.pkl") else source.read(info)
-            archive.writestr(info.filename.replace("archive", folder, 1), data)
-    return out.getvalue()
+from tests.support.torch_archives import torch_archive
 
 
 def _quoted_cut(message: str, kind: str, ends: str) -> None:
@@ -56,12 +41,12 @@ def test_a_pickle_the_walk_passes_and_the_unpickler_refuses_is_quoted_as_one():
     # "0...01" is a number to the walk (base 10) and not to pickle's LONG (base 0)
     pickled = b"\x80\x02L" + b"0" * 140 + b"1L\n."
     with pytest.raises(CheckpointFormatError) as raised:
-        load_plain(_archive(pickled), "train_state.pt")
+        load_plain(torch_archive(pickled), "train_state.pt")
     _quoted_cut(str(raised.value), "ValueError", "01'")
 
 
 def test_a_blob_whose_member_header_differs_names_both_names():
-    raw = bytearray(_archive(b"\x80\x02N.", "x" * 200))
+    raw = bytearray(torch_archive(b"\x80\x02N.", "x" * 200))
     first = raw.index(b"x" * 200, raw.index(b"PK\x03\x04"))  # the first member's local header
     raw[first] = ord("y")
     with pytest.raises(CheckpointFormatError) as raised:

@@ -4,26 +4,11 @@ the record, for a refused global and for damaged bytes."""
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 import pytest
-import torch
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.saved_objects import load_namespace, load_plain, load_scalars
-
-
-def _archive(pickled: bytes) -> bytes:
-    """A torch.save archive of None with `pickled` as its data.pkl."""
-    saved = io.BytesIO()
-    torch.save(None, saved)
-    source, out = zipfile.ZipFile(io.BytesIO(saved.getvalue())), io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
-        for info in source.infolist():
-            data = pickled if info.filename.endswith("/data.pkl") else source.read(info)
-            archive.writestr(info.filename, data)
-    return out.getvalue()
+from tests.support.torch_archives import torch_archive
 
 
 @pytest.mark.parametrize("load", [load_plain, load_namespace, load_scalars])
@@ -37,7 +22,7 @@ def _archive(pickled: bytes) -> bytes:
 )
 def test_each_reader_names_the_record_in_one_line(load, pickled, words):
     with pytest.raises(CheckpointFormatError) as raised:
-        load(_archive(pickled), "iter_0000002/train_state.pt")
+        load(torch_archive(pickled), "iter_0000002/train_state.pt")
     message = str(raised.value)
     assert message.startswith("iter_0000002/train_state.pt: ") and words in message
     assert "\n" not in message and raised.value.__cause__ is None
