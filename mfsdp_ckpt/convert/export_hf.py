@@ -157,22 +157,29 @@ def _no_tokenizer_note(
 
 
 def _refuse_unloadable_config(
-    prepared: PreparedSource, hf_config: str | os.PathLike | None
+    prepared: PreparedSource, hf_config: str | os.PathLike | None, out: Path, overwrite: bool
 ) -> None:
     """--verify promises that transformers loads the export: a config.json its config class
     refuses (`rms_norm_eps: "1e-6"`), or a generation_config.json its GenerationConfig
     refuses (`max_new_tokens: -5`), is refused before anything is written, naming the key:
     exit 2 for --hf-config's, exit 1 for the checkpoint's own (or the one its record
-    implies). Its dtype is left out: the export writes the dtype it wrote there."""
-    where = config_json_location(prepared.asset_location)
-    error = ExportUsageError if hf_config is not None else CheckpointFormatError
-    data = parse_config_json(prepared.assets[HF_CONFIG_FILE](), where, error)
-    written = {key: value for key, value in data.items() if key not in ("dtype", "torch_dtype")}
-    refuse_unloadable(written, where, error)
-    generation = prepared.assets.get(GENERATION_CONFIG_FILE)
-    if generation is not None:
-        named = join_location(prepared.asset_location, GENERATION_CONFIG_FILE)
-        check_generation_config(named, generation(), error)
+    implies). Its dtype is left out: the export writes the dtype it wrote there.
+
+    Checked holding the claim on `out` (released again: the export, or the adapter merge,
+    claims it for its writing), so that an --out this export may not write (there without
+    --overwrite, someone's data, a mount point) is refused first, by the words it has
+    without --verify, and not after seconds of importing transformers, nor hidden behind
+    a config error."""
+    with claim_output(out, overwrite, top_level_names(prepared.assets)):
+        where = config_json_location(prepared.asset_location)
+        error = ExportUsageError if hf_config is not None else CheckpointFormatError
+        data = parse_config_json(prepared.assets[HF_CONFIG_FILE](), where, error)
+        written = {key: value for key, value in data.items() if key not in ("dtype", "torch_dtype")}
+        refuse_unloadable(written, where, error)
+        generation = prepared.assets.get(GENERATION_CONFIG_FILE)
+        if generation is not None:
+            named = join_location(prepared.asset_location, GENERATION_CONFIG_FILE)
+            check_generation_config(named, generation(), error)
 
 
 @reads_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
@@ -253,7 +260,7 @@ def export_hf(
     out = Path(out_dir)
     prepared = prepare_source(ckpt, out, hf_config, io, role)
     if verify:
-        _refuse_unloadable_config(prepared, hf_config)
+        _refuse_unloadable_config(prepared, hf_config, out, overwrite)
     merged = merge_adapter_saved_alone(prepared, out, options)
     if merged is not None:
         return merged.read_from(prepared.source.location, prepared.local_paths)
