@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt.format.layout import step_dir
-from trainer.config import ConfigError, SFTConfig
+from trainer.config import SFTConfig
 from trainer.data.batching import MicroBatch, collate, global_batch, plan_micro_batches, rank_share
 from trainer.data.chat import Example
 from trainer.data.sft_dataset import load_sft_splits
@@ -208,19 +208,20 @@ def run_sft(cfg: SFTConfig) -> SFTResult:
     """Run this process's rank of an SFT run: it joins torchrun's group when RANK and
     WORLD_SIZE are set, else it trains alone as a one-rank group, destroyed when it returns
     or fails. `cfg` is meant to come from `cli.launch.load_checked_config`: the run-dir,
-    local-path and model-file checks happen there (before torch loads), not here."""
+    local-path and model-file checks happen there (before torch loads), not here, and so
+    do each key's range and the keys' agreement (`load_config`: a packed micro-batch budget
+    below data.max_length), in every rank and on every resume."""
     return run_in_process_group("sft", cfg, _run)
 
 
 def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     """Build everything one rank's SFT run needs, in the order each piece needs the ones before
-    it: the config and data are checked before any model is built (a bad file fails in
+    it: the data are read and checked before any model is built (a bad file fails in
     seconds, not after minutes of loading), so is the step to resume (`check_resume_target`),
     and `TrainingRun.open` checks a resume against the rows as tokenized now. The throughput
     figures use the usual training FLOPs: 6 per matmul parameter per token (2 forward, 4
     backward), and for attention 6 x layers x attention width x the sum of each document's
     squared length (packed documents do not attend to each other)."""
-    _check_sft_data(cfg)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
     train, val = load_sft_splits(
@@ -274,23 +275,3 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     )
     run.loop(steps)
     return run.finish(steps.result)
-
-
-def _check_sft_data(cfg: SFTConfig) -> None:
-    """The data keys (and trainer.log_every) whose bad values the config's types let
-    through, checked before the tokenizer or model loads: each error names its key, where
-    the value would otherwise fail later without naming it (or leave a full-length row no
-    packed micro-batch can hold)."""
-    data = cfg.data
-    if data.global_batch_size < 1:
-        raise ConfigError("data.global_batch_size must be >= 1")
-    if data.packing and data.max_tokens_per_micro_batch < data.max_length:
-        raise ConfigError(
-            f"data.max_tokens_per_micro_batch={data.max_tokens_per_micro_batch} < "
-            f"data.max_length={data.max_length}: "
-            "a full-length sequence would not fit in a micro-batch"
-        )
-    if not 0 <= data.val_ratio < 1:
-        raise ConfigError(f"data.val_ratio must be in [0, 1), got {data.val_ratio}")
-    if cfg.trainer.log_every < 1:
-        raise ConfigError("trainer.log_every must be >= 1")
