@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mfsdp_ckpt.check.report import ERROR, ValidationReport
+from mfsdp_ckpt.check.config_checks import error_location
+from mfsdp_ckpt.check.report import ValidationReport
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -42,5 +43,5 @@ def check_export_assets(
             tokenizer = bridge_tokenizer_dir(paths.tokenizer_dir)
             check_copied_assets(tokenizer, paths.root, whole=True, parse_json=report.deep)
     except (CheckpointFileError, layout.CheckpointPathError) as err:
-        where, _, message = str(err).partition(": ")
-        report.add(ERROR, where, message or str(err))
+        base = paths.root if hf_config is None else hf_config  # where every file checked lies
+        report.add_error(error_location(err, base), err)

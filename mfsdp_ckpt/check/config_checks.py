@@ -39,6 +39,19 @@ if TYPE_CHECKING:
     from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig
 
 
+def error_location(err: Exception, base: str | os.PathLike) -> str:
+    """Where the one line `err` says it happened: the path it starts with, which lies in
+    `base` (the checkpoint or model dir checked): `base` as the line spells it, then the
+    rest up to the next ": " (a stored key, ` [args]`, kept). Cut at the line's first ": ",
+    a `base` holding ": " (a dir "run: 2", legal on Linux) was named cut short, and the
+    message began with the rest of its path. A line that does not start with `base` is
+    cut at its first ": "; one with no ": " is its own location."""
+    text, prefix = str(err), str(base)
+    start = len(prefix) if prefix and text.startswith(prefix) else 0
+    end = text.find(": ", start)
+    return text if end < 0 else text[:end]
+
+
 def config_to_check(
     paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None
 ) -> Path | None:
@@ -246,7 +259,12 @@ def _check_mapped_against_config(
     the vocab_size export writes where the record proves fewer rows than the config names
     (`recorded_vocab`), whose tokenizer (read inside `root`) must then fit them."""
     from mfsdp_ckpt.convert.export_source import load_config
-    from mfsdp_ckpt.convert.recorded_vocab import fitted_config, too_many_tokens, vocab_fit
+    from mfsdp_ckpt.convert.recorded_vocab import (
+        TOKENIZER_FILE,
+        fitted_config,
+        too_many_tokens,
+        vocab_fit,
+    )
 
     def config() -> JsonConfig | PretrainedConfig:
         loaded = load_config(config_file)
@@ -257,8 +275,8 @@ def _check_mapped_against_config(
             except CheckpointFileError:  # named by the checks of the files export copies
                 problem = None
             if problem is not None:
-                where, _, message = problem.partition(": ")
-                report.add(ERROR, where, message)
+                where = config_file.parent / TOKENIZER_FILE  # the file it counted
+                report.add(ERROR, where, problem.removeprefix(f"{where}: "))
         return fitted_config(loaded, fit)
 
     _check_plan(paths, reader, report, config_file, config)
@@ -287,9 +305,9 @@ def _check_against_recorded_config(
         report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err}")
         return
     except (CheckpointFormatError, CheckpointFileError) as err:
-        where, _, message = str(err).partition(": ")
+        where = error_location(err, paths.root)
         if not _already_wrong(report, where):
-            report.add(ERROR, where, message or str(err))
+            report.add_error(where, err)
         return
     if derived is None:
         report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
