@@ -15,8 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mfsdp_ckpt.check.config_checks import error_location
-from mfsdp_ckpt.check.report import ValidationReport
+from mfsdp_ckpt.check.report import ValidationReport, error_location
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 

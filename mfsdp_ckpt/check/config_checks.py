@@ -20,6 +20,7 @@ from mfsdp_ckpt.check.report import (
     NO_HF_CONFIG,
     WARNING,
     ValidationReport,
+    error_location,
     without_location,
 )
 from mfsdp_ckpt.convert import tied_head
@@ -37,19 +38,6 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
     from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig
-
-
-def error_location(err: Exception, base: str | os.PathLike) -> str:
-    """Where the one line `err` says it happened: the path it starts with, which lies in
-    `base` (the checkpoint or model dir checked): `base` as the line spells it, then the
-    rest up to the next ": " (a stored key, ` [args]`, kept). Cut at the line's first ": ",
-    a `base` holding ": " (a dir "run: 2", legal on Linux) was named cut short, and the
-    message began with the rest of its path. A line that does not start with `base` is
-    cut at its first ": "; one with no ": " is its own location."""
-    text, prefix = str(err), str(base)
-    start = len(prefix) if prefix and text.startswith(prefix) else 0
-    end = text.find(": ", start)
-    return text if end < 0 else text[:end]
 
 
 def config_to_check(

@@ -6,6 +6,7 @@ to one report type, and the CLI, resume and export read the verdict the same way
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,6 +44,19 @@ def without_location(err: Exception, location: str | Path) -> str:
     if prefix and rest != text and rest[:1] in (":", " "):
         return rest.removeprefix(":").strip()
     return text.split(": ", 1)[-1]
+
+
+def error_location(err: Exception, base: str | os.PathLike) -> str:
+    """Where the one line `err` says it happened: the path it starts with, which lies in
+    `base` (the checkpoint or model dir checked): `base` as the line spells it, then the
+    rest up to the next ": " (a stored key, ` [args]`, kept). Cut at the line's first ": ",
+    a `base` holding ": " (a dir "run: 2", legal on Linux) was named cut short, and the
+    message began with the rest of its path. A line that does not start with `base` is
+    cut at its first ": "; one with no ": " is its own location."""
+    text, prefix = str(err), str(base)
+    start = len(prefix) if prefix and text.startswith(prefix) else 0
+    end = text.find(": ", start)
+    return text if end < 0 else text[:end]
 
 
 @dataclass
