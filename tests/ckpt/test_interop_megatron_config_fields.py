@@ -1,10 +1,10 @@
 """Megatron-LM args and Megatron-Bridge run_config.yaml under TransformerConfig's names.
 
 Since Megatron-LM generates its arguments from Megatron-core's TransformerConfig
-(arguments.py, 639c08ab, 2026-01-30), `--norm-epsilon` is `--layernorm-epsilon` and
-`--apply-layernorm-1p` is `--layernorm-zero-centered-gamma`: a newer checkpoint's args hold
-`layernorm_epsilon` and `layernorm_zero_centered_gamma`, which Bridge's run_config.yaml
-has always held. TransformerConfig also carries settings that change what a dense GPT
+(arguments.py, 639c08ab, 2026-01-30), its args record holds TransformerConfig's field
+names (the flags keep their spelling): `norm_epsilon` is `layernorm_epsilon` and
+`apply_layernorm_1p` is `layernorm_zero_centered_gamma` in a newer checkpoint's args, as
+Bridge's run_config.yaml has always held them. TransformerConfig also carries settings that change what a dense GPT
 computes without changing its weights' names or shapes (a sliding window, another
 softmax, muP multipliers, ...): the derived config cannot express them, so they are
 refused in one line naming the setting, never exported as a Llama/Qwen model that
