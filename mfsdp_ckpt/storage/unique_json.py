@@ -135,7 +135,8 @@ def json_problem(err: ValueError) -> str:
     integer past Python's digit limit raises a ValueError whose own advice
     (sys.set_int_max_str_digits) is no help to a user."""
     if isinstance(err, json.JSONDecodeError):
-        return f"{err.msg} at line {err.lineno}, column {err.colno}"
+        joiner = " " if err.msg.endswith(" at") else " at "  # "Invalid control character at"
+        return f"{err.msg}{joiner}line {err.lineno}, column {err.colno}"
     if isinstance(err, UnicodeDecodeError):
         return f"not UTF-8 text (byte {err.start})"
     if str(err).startswith("Exceeds the limit"):

@@ -34,6 +34,7 @@ from mfsdp_ckpt.storage.unique_json import (
     loads_unique,
     too_many_containers,
 )
+from trainer.data.json_errors import json_error_words
 
 log = logging.getLogger(__name__)  # tables published, then the interrupt: one line
 
@@ -456,9 +457,7 @@ def _read_json(path: Path) -> Rows:
         raise DataFileError(f"{path}: {err} in one object") from None
     except json.JSONDecodeError as err:
         if text.lstrip().startswith("["):  # an array cut short or broken: not lines
-            raise DataFileError(
-                f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
-            ) from err
+            raise DataFileError(f"{path}: not valid JSON ({json_error_words(err, text)})") from err
         return _read_jsonl(path)
     except NestingError:  # before ValueError, which it is: no integer line to name
         raise DataFileError(f"{path}: JSON nested too deeply") from None
@@ -528,7 +527,9 @@ def _read_jsonl(path: Path) -> Rows:
             except DuplicateKeyError as err:  # json keeps the last silently: which was meant?
                 raise DataFileError(f"{path}:{number}: {err} in one object") from None
             except json.JSONDecodeError as err:
-                raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
+                raise DataFileError(
+                    f"{path}:{number}: not valid JSON ({json_error_words(err, line)})"
+                ) from err
             except NestingError:  # `[[[[...` thousands deep: no row of a table is
                 raise DataFileError(f"{path}:{number}: JSON nested too deeply") from None
             except ValueError as err:  # an integer past Python's digit limit (4300)
