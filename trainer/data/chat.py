@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import numbers
 import os
 import signal
 import threading
@@ -45,7 +46,7 @@ from typing import Any
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
-from trainer.data.table_kinds import table_kind_hint
+from trainer.data.table_kinds import sft_keys_hint, table_kind_hint
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 from trainer.data.verl_turns import (
     NOT_RENDERED,
@@ -54,6 +55,7 @@ from trainer.data.verl_turns import (
     unlike_verl,
     verl_row,
 )
+from trainer.shown_value import shown_value
 
 # A chat template renders a row in milliseconds; one that loops (three nested
 # `range(100000)`) rendered the first row for ever.
@@ -205,14 +207,14 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     if _has_messages(row, columns):
         messages = checked_turns(row[columns.messages], tool_calls_without_content=True)
     elif columns.prompt in row and columns.response in row:
-        prompt = _field(row, columns.prompt, columns.prompt_fields)
+        prompt, prompt_at = _field(row, columns.prompt, columns.prompt_fields)
         turns = (
             checked_turns(prompt, tool_calls_without_content=True)
             if isinstance(prompt, (list, tuple))
-            else [{"role": "user", "content": _text(prompt, columns.prompt, "prompt")}]
+            else [{"role": "user", "content": _text(prompt, prompt_at, "prompt")}]
         )
-        response = _field(row, columns.response, columns.response_fields)
-        content = _text(response, columns.response, "response")
+        response, response_at = _field(row, columns.response, columns.response_fields)
+        content = _text(response, response_at, "response")
         messages = turns + [{"role": "assistant", "content": content}]
     elif columns.messages in row:  # the column is there: this row's cell is empty
         raise ChatFormatError(
@@ -222,7 +224,7 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         found = ", ".join(map(str, list(row)[:8])) or "none"
         raise ChatFormatError(
             f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}'"
-            f" columns (found: {found}){table_kind_hint(row, 'sft')}"
+            f" columns (found: {found}){sft_keys_hint(row)}{table_kind_hint(row, 'sft')}"
         )
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")
@@ -253,8 +255,9 @@ def _refuse_template_arguments(row: dict[str, Any]) -> None:
         )
 
 
-def _field(row: dict[str, Any], column: str, fields: tuple[str, ...]) -> Any:
-    """The value at `column`, then at each of `fields` inside it, in turn."""
+def _field(row: dict[str, Any], column: str, fields: tuple[str, ...]) -> tuple[Any, str]:
+    """The value at `column`, then at each of `fields` inside it, in turn; and where it is
+    (`extra_info.answer`)."""
     value, where = row[column], column
     for name in fields:
         if not isinstance(value, dict):
@@ -266,28 +269,50 @@ def _field(row: dict[str, Any], column: str, fields: tuple[str, ...]) -> Any:
                 f"'{where}' has no field '{name}' (its fields: {', '.join(map(str, value))})"
             )
         value, where = value[name], f"{where}.{name}"
-    return value
+    return value, where
 
 
 def _text(value: Any, column: str, role: str) -> str:
     """A prompt or response as text: a struct or a list was written into the chat as its
-    Python repr (`{'question': ...}` trained on as the answer), so they are refused."""
+    Python repr (`{'question': ...}` trained on as the answer), so they are refused, and so
+    is a number, as verl's SFT dataset refuses it (`response + eos_token` raises): its text
+    was `str(value)`, a float32 column's 0.3 trained on as "0.30000001192092896"."""
     if isinstance(value, str):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):  # pandas writes a missing value as NaN: trained as "nan"
-            raise ChatFormatError(f"the {role} ('{column}') is {value}, a missing value")
-        return str(value)
+    if isinstance(value, float) and math.isnan(value):  # pandas' missing value
+        raise ChatFormatError(f"the {role} ('{column}') is {value}, a missing value")
     if isinstance(value, dict):
         raise ChatFormatError(
             f"the {role} is a struct (fields: {', '.join(map(str, value))}): name the field"
             f" to read in data.{role}_dict_keys (verl's, e.g. [{next(iter(value), 'text')}])"
         )
-    raise ChatFormatError(f"the {role} ('{column}') is {_kind(value)}, not text")
+    shown = f" {shown_value(value)}" if _is_number(value) else ""
+    raise ChatFormatError(
+        f"the {role} ('{column}') is {_kind(value)}{shown}, not text{_number_hint(value)}"
+    )
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else f"a {type(value).__name__}"
+    name = type(value).__name__
+    return "null" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _is_number(value: Any) -> bool:
+    """Whether `value` is a number a table's numeric column gives (int or float, numpy's
+    too), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _number_hint(value: Any) -> str:
+    """`; <what to do>` for a chat text that is a number, else "": which text it stands for
+    is a guess (a float32 column's 0.3 reads 0.30000001192092896, an integer column with a
+    null in it holds 72 as 72.0), so the column is to be stored as the text meant."""
+    if not _is_number(value):
+        return ""
+    return (
+        "; store the column as text: a number's text is a guess (a float32 0.3 reads"
+        " 0.30000001192092896)"
+    )
 
 
 def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> list[dict]:
@@ -315,6 +340,7 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
             raise ChatFormatError(
                 f"a chat turn's role and content must be text (content may be null only"
                 f' in a turn with tool_calls; write "" for an empty one), found {turn!r:.200}'
+                f"{_number_hint(content)}"
             )
         _check_role(turn["role"])
     return [dict(turn) for turn in turns]

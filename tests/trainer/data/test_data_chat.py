@@ -85,9 +85,9 @@ def test_prompt_response_columns_and_bad_rows():
     ]
     turns = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
     assert messages_of({"prompt": turns, "response": "a"}, columns)[:2] == turns
-    with pytest.raises(ChatFormatError, match=r"no 'messages' column .* \(found: text\)$"):
+    with pytest.raises(ChatFormatError, match=r"no 'messages' column .* \(found: text\); to read"):
         messages_of({"text": "x"}, columns)
-    with pytest.raises(ChatFormatError, match=r"\(found: question, answer\); convert GSM8K's"):
+    with pytest.raises(ChatFormatError, match=r"\(found: question, answer\); .*; convert GSM8K's"):
         messages_of({"question": "1+1", "answer": "#### 2"}, columns)
     with pytest.raises(ChatFormatError, match="no assistant turn"):
         messages_of({"messages": [{"role": "user", "content": "q"}]}, columns)
@@ -111,7 +111,7 @@ def test_struct_fields_as_verl_prompt_and_response_dict_keys_read_them():
         {"role": "user", "content": "What is 2+2?"},
         {"role": "assistant", "content": "#### 4"},
     ]
-    nested = {"q": {"a": {"b": "deep"}}, "r": 7}
+    nested = {"q": {"a": {"b": "deep"}}, "r": "7"}
     assert messages_of(nested, ChatColumns(prompt="q", response="r", prompt_fields=("a", "b")))[
         0
     ] == {"role": "user", "content": "deep"}
