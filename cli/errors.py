@@ -45,6 +45,7 @@ from mfsdp_ckpt.errors import (
 from mfsdp_ckpt.format.path_urls import url_refusal
 from mfsdp_ckpt.storage.file_errors import os_error_line
 from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure, memory_failure
+from trainer.memory_estimate import states_advice
 
 __all__ = [
     "EXIT_FAILED",
@@ -256,10 +257,12 @@ _ANY_MEMORY_ADVICE = "free memory or raise the process's limit: ulimit -v"
 def _memory_advice(ctx: click.Context) -> str:
     """The advice for the group of the command `ctx` runs: `ctx` is the root's (its
     subcommand is the group: `mfsdp ckpt export-hf`) or a group's run on its own (`train`
-    in a rank torchrun started)."""
+    in a rank torchrun started). A training run whose model states alone were found too
+    large for the memory before it built the model (`states_advice`) says so: a smaller
+    batch frees nothing near enough."""
     for name in (ctx.command.name, ctx.invoked_subcommand):
         if name in _MEMORY_ADVICE:
-            return _MEMORY_ADVICE[name]
+            return (name == "train" and states_advice()) or _MEMORY_ADVICE[name]
     return _ANY_MEMORY_ADVICE
 
 

@@ -26,10 +26,18 @@ from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, end_step, write_resolved_config
 from trainer.config_history import keep_changed_config, own_config_note
-from trainer.distributed import DistEnv, distributed_run
+from trainer.distributed import DistEnv, distributed_run, resolve_device
+from trainer.lora import lora_enabled
 from trainer.lr_continuity import TrainedLr, schedule_break_warning
+from trainer.memory_estimate import (
+    check_model_states,
+    gpu_room,
+    host_memory_rooms,
+    model_states,
+    ranks_here,
+)
 from trainer.metrics import MetricsLogger, drop_steps_after
-from trainer.model import check_attention_backend
+from trainer.model import check_attention_backend, count_parameters
 from trainer.model_source import weights_lines
 from trainer.optim import apply_settings, lr_at, warmup_past_the_end
 from trainer.progress import draws_bars, step_bar
@@ -78,18 +86,42 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
 
 
 def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> None:
-    """Refuse the step `checkpoint.resume` names for what `TrainingRun.open` checks of it
-    without a model (`trainer.resume.resume_target`: another trainer's layout, another kind
-    of run, another model config, ...), for a runner to ask before it builds its models and
-    anything that writes into the run dir: GRPO's rollout engine took minutes to start and
+    """What a runner asks before it builds its models: whether its model states can fit
+    (`warn_of_model_states`), and the step to resume. Refuse the step `checkpoint.resume`
+    names for what `TrainingRun.open` checks of it without a model
+    (`trainer.resume.resume_target`: another trainer's layout, another kind of run, another
+    model config, ...), for a runner to ask before it builds its models and anything that
+    writes into the run dir: GRPO's rollout engine took minutes to start and
     left its model dir in a verl run dir given as the step to resume, before the refusal
     that `TrainingRun.open` makes again when it loads the step. Every rank asks alike. So is
     a config.yaml in the run dir that the run would replace and must not (`own_config_note`:
     a file of the user's, the --config file itself included), fresh start or resume."""
+    warn_of_model_states(kind, cfg, hf_config)
     run_dir = Path(cfg.trainer.run_dir)
     with raised_by_every_rank():
         found = resume_target(run_dir, cfg.checkpoint.resume, kind, hf_config.to_dict())
         own_config_note(run_dir, cfg, found)  # its note is said as the run writes its own
+
+
+def warn_of_model_states(kind: RunKind, cfg: Any, hf_config: Any) -> None:
+    """One warning line, from the main rank, when the model's states (float32 weights, grads
+    and AdamW moments, sharded over the ranks; `trainer.memory_estimate`) cannot fit in the
+    memory this rank may use: its GPU's free memory, else the host's. A model that could not
+    fit failed at its first step, after it was built, advised to lower the batch."""
+    counts = count_parameters(hf_config)
+    tied = getattr(hf_config, "tie_word_embeddings", False)
+    params = counts["matmul"] + (0 if tied else counts["embedding"])
+    distributed = torch.distributed.is_initialized()
+    shards = torch.distributed.get_world_size() if distributed else 1
+    states = model_states(params, lora=lora_enabled(cfg.model), shards=shards)
+    if resolve_device(cfg.trainer.device) == "cuda":
+        index = torch.cuda.current_device()
+        rooms = [gpu_room(torch.cuda.mem_get_info(index)[0], index)]
+    else:
+        rooms = host_memory_rooms()
+    line = check_model_states(states, rooms, ranks_here())
+    if line is not None and (not distributed or torch.distributed.get_rank() == 0):
+        print(f"[{kind.name}] warning: {line}", file=sys.stderr)
 
 
 def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
