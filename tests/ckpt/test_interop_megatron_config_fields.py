@@ -4,11 +4,11 @@ Since Megatron-LM generates its arguments from Megatron-core's TransformerConfig
 (arguments.py, 639c08ab, 2026-01-30), its args record holds TransformerConfig's field
 names (the flags keep their spelling): `norm_epsilon` is `layernorm_epsilon` and
 `apply_layernorm_1p` is `layernorm_zero_centered_gamma` in a newer checkpoint's args, as
-Bridge's run_config.yaml has always held them. TransformerConfig also carries settings that change what a dense GPT
-computes without changing its weights' names or shapes (a sliding window, another
-softmax, muP multipliers, ...): the derived config cannot express them, so they are
-refused in one line naming the setting, never exported as a Llama/Qwen model that
-computes something else. So is rotary scaling, under each name a record gives it:
+Bridge's run_config.yaml has always held them. TransformerConfig also carries settings
+that change what a dense GPT computes without changing its weights' names or shapes (a
+sliding window, another softmax, muP multipliers, ...): the derived config cannot express
+them, so they are refused in one line naming the setting, never exported as a Llama/Qwen
+model that computes something else. So is rotary scaling, under each name a record gives it:
 Megatron-LM's `rotary_seq_len_interpolation_factor` (and `use_rope_scaling`), Bridge's
 `seq_len_interpolation_factor` and the `rope_scaling` its Llama31ModelProvider records.
 """
