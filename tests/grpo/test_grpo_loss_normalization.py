@@ -41,6 +41,16 @@ class RowLogProbs(torch.nn.Module):
 
 
 def policy_gradient(normalization: str) -> tuple[torch.Tensor, list[list[int]]]:
+    _, grad, micro_batches = one_update(normalization)
+    return grad, micro_batches
+
+
+def one_update(
+    normalization: str, old_log_probs: torch.Tensor | None = None
+) -> tuple[dict[str, float], torch.Tensor, list[list[int]]]:
+    """One update of `RowLogProbs` (theta 0) over the 4 rows, 2 micro-batches: its logged
+    record, the gradient and the rows of each micro-batch. `old_log_probs` (per row; 0 by
+    default) sets each row's ratio, exp(-old)."""
     cfg = GRPOConfig()
     cfg.rollout.n, cfg.rollout.max_response_length = 2, WIDTH
     cfg.data.train_batch_size = cfg.actor.ppo_mini_batch_size = 2
@@ -74,10 +84,14 @@ def policy_gradient(normalization: str) -> tuple[torch.Tensor, list[list[int]]]:
         response_ids=torch.ones(len(LENGTHS), WIDTH, dtype=torch.long),
         response_mask=mask,
         advantages=mask.float(),
-        old_log_probs=torch.zeros(len(LENGTHS), WIDTH),
+        old_log_probs=(
+            torch.zeros(len(LENGTHS), WIDTH)
+            if old_log_probs is None
+            else old_log_probs.unsqueeze(1).expand(len(LENGTHS), WIDTH) * mask
+        ),
     )
-    GRPOSteps.update_policy(steps, data, step=0)
-    return taken[0], model.micro_batches
+    record = GRPOSteps.update_policy(steps, data, step=0)
+    return record, taken[0], model.micro_batches
 
 
 def verl_legacy_gradient(micro_batches: list[list[int]]) -> torch.Tensor:
@@ -119,7 +133,7 @@ def test_verls_worker_key_sets_the_normalization(value, normalization):
 
 @pytest.mark.parametrize(("given", "normalization"), [("", None), ("auto", "micro_batch")])
 def test_a_converted_script_says_which_worker_it_trains_as(tmp_path, given, normalization):
-    """A verl script without the key ran the legacy actor on a verl before 1dda039 and the
+    """A verl script without the key ran the legacy actor on a verl before 63e8a0d16 and the
     engine workers after: the conversion keeps mfsdp's global and says how to get the other."""
     from trainer.verl_import import convert_verl
 

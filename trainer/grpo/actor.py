@@ -126,7 +126,12 @@ def compute_log_probs(
 
 @dataclass
 class UpdateStats:
-    """Sums over micro-batches of this rank's shares of the mini-batch means (see aggregation)."""
+    """Sums over micro-batches of this rank's shares of the mini-batch's values, times the
+    data-parallel size: the losses and entropy are shares of the mode's loss
+    (trainer/grpo/aggregation.py); clipfrac, clipfrac_lower and ppo_kl are each micro-batch's
+    own token mean over the micro-batch count, so the mini-batch's value is the mean of its
+    micro-batches' (all ranks), as verl aggregates them (`Metric` MEAN in
+    verl/workers/utils/losses.py), not a mean over all its tokens."""
 
     pg_loss: float = 0.0
     kl_loss: float = 0.0
@@ -175,9 +180,9 @@ def micro_batch_loss(
     with torch.no_grad():
         stats.pg_loss += float(pg_loss)
         stats.entropy += float(entropy_loss)
-        share = (
-            float(mask.sum()) / max(scale.tokens, 1.0) * scale.dp_size
-        )  # token-weighted metric share
+        # each micro-batch's own mean weighs alike, whatever its token count, as verl's
+        # Metric MEAN averages them (UpdateStats)
+        share = scale.dp_size / max(scale.micro_batches, 1.0)
         stats.clipfrac += float(masked_mean(terms.clipped.float(), mask)) * share
         stats.clipfrac_lower += float(masked_mean(terms.clipped_lower.float(), mask)) * share
         stats.ppo_kl += float(masked_mean(terms.neg_log_ratio, mask)) * share
