@@ -63,6 +63,7 @@ from trainer.config_yaml import (
     parse_yaml,
     read_config_text,
 )
+from trainer.grpo.aggregation import LossNormalization
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
 from trainer.verl_hydra_files import deletion_hint, refused_selection
@@ -184,6 +185,9 @@ class DataConfig:
     global_batch_size: Positive[int] = 16  # sequences per optimizer step, all ranks together
     max_tokens_per_micro_batch: Positive[int] = 4096  # packing: tokens per micro-batch per rank
     micro_batch_size: Positive[int] = 2  # padded mode: sequences per micro-batch per rank
+    # `global`: one token mean over the global batch (verl's sft_trainer); `micro_batch`: each
+    # micro-batch's own token mean, averaged (verl's fsdp_sft_trainer): trainer/sft.py
+    loss_normalization: LossNormalization = "global"
     shuffle: bool = True
 
 

@@ -1,9 +1,11 @@
 """The SFT runner: data -> sharded model -> optimizer steps -> metrics and checkpoints.
 
 One optimizer step consumes one global batch (`data.global_batch_size` rows, all ranks
-together). Its loss is the mean over every assistant token in that batch (verl's SFT loss):
-each rank sums token losses and divides by the global token count, which is known before
-the first forward pass; gradient accumulation over micro-batches is plain summation.
+together). Its loss is the mean over every assistant token in that batch (verl's
+sft_trainer): each rank sums token losses and divides by the global token count, which is
+known before the first forward pass; gradient accumulation over micro-batches is plain
+summation. `data.loss_normalization=micro_batch` takes verl's fsdp_sft_trainer's loss
+instead, the mean of each micro-batch's own token mean (`loss_weight`).
 
 Resume restores weights, Adam state and the step; the data position follows from the step
 (see `trainer.data.batching`), and the learning rate is a function of the step, so a run
@@ -25,6 +27,7 @@ from trainer.data.batching import MicroBatch, collate, global_batch, plan_micro_
 from trainer.data.chat import Example
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
+from trainer.grpo.aggregation import LossNormalization
 from trainer.metrics import MetricsLogger, bar_postfix
 from trainer.model import (
     build_hf_config,
@@ -120,9 +123,10 @@ class SFTSteps(StepHooks):
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One optimizer step on the global batch of `step`. The model returns each micro-batch's
-        summed token loss; scaling it by world_size / (target tokens of the whole global batch)
-        makes the gradients, once the strategy averages them over ranks, those of the mean loss
-        per target token, however rows and padding fall across ranks and micro-batches. A
+        summed token loss; weighted by `loss_weight` and scaled by world_size, the gradients,
+        once the strategy averages them over ranks, are those of the loss
+        `data.loss_normalization` names (by default the mean loss per target token of the
+        global batch), however rows and padding fall across ranks and micro-batches. A
         non-finite gradient norm stops the run before the update, so no checkpoint holds the
         weights it would make."""
         cfg, env = self.cfg, self.env
@@ -135,15 +139,18 @@ class SFTSteps(StepHooks):
         local_targets = sum(mb.targets for mb in micro_batches)
         local_tokens = sum(mb.tokens for mb in micro_batches)
         local_attention = sum(n * n for mb in micro_batches for n in mb.doc_lengths)
-        global_targets, global_tokens, global_attention = all_reduce_sum(
-            [local_targets, local_tokens, local_attention], env.device
+        local_count = sum(1 for mb in micro_batches if mb.tokens)
+        global_targets, global_tokens, global_attention, global_count = all_reduce_sum(
+            [local_targets, local_tokens, local_attention, local_count], env.device
         )
-        # both strategies average gradients over ranks
-        scale = env.world_size / max(global_targets, 1.0)
         loss_sum = torch.zeros((), dtype=torch.float32, device=env.device)
         for micro_batch in micro_batches:
-            batch_loss = self.model(**micro_batch.to(env.device).inputs)
-            (batch_loss * scale).backward()
+            weight = loss_weight(
+                cfg.data.loss_normalization, micro_batch.targets, global_targets, global_count
+            )
+            batch_loss = self.model(**micro_batch.to(env.device).inputs) * weight
+            # both strategies average gradients over ranks
+            (batch_loss * env.world_size).backward()
             loss_sum += batch_loss.detach().float()
         self.strategy.before_optimizer_step(self.model)
         trainable = self.strategy.trainable_params(self.model, self.optimizer)
@@ -165,7 +172,7 @@ class SFTSteps(StepHooks):
         )
         tflops_per_device = flops / seconds / env.world_size / 1e12
         record = {
-            "train/loss": total_loss / max(global_targets, 1.0),
+            "train/loss": total_loss,
             "train/lr": lr,
             "train/grad_norm": grad_norm,
             "train/tokens": int(global_tokens),
@@ -193,6 +200,21 @@ class SFTSteps(StepHooks):
                 targets += micro_batch.targets
         total, count = all_reduce_sum([loss_sum, targets], self.env.device)
         return total / max(count, 1.0)
+
+
+def loss_weight(
+    normalization: LossNormalization, targets: int, global_targets: float, micro_batches: float
+) -> float:
+    """What a micro-batch's summed token loss is multiplied by so that the sum over all
+    micro-batches of all ranks is the step's loss. `global` (verl's sft_trainer): one mean
+    over the `global_targets` target tokens of the global batch. `micro_batch` (verl's
+    fsdp_sft_trainer, `_compute_loss_and_backward`: its loss over its own valid tokens, over
+    the micro-batches per rank, ranks averaged): the mean of the `micro_batches` (non-empty)
+    micro-batches' own token means, so a micro-batch of few target tokens weighs as much as
+    one of many. A micro-batch with no target contributes nothing either way."""
+    if normalization == "micro_batch":
+        return 1.0 / (max(targets, 1) * max(micro_batches, 1.0))
+    return 1.0 / max(global_targets, 1.0)
 
 
 def _trained_tokens(row: Example) -> tuple[list[int]]:
