@@ -158,7 +158,8 @@ def test_two_ranks(task, engine):
         MFSDP
         + ["train", "grpo", "--nproc-per-node", "2", "--json"]
         + _overrides(root, files, reward, run, steps=2)
-        + [f"rollout.name={engine}", "rollout.enforce_eager=true"],
+        + [f"rollout.name={engine}", "rollout.enforce_eager=true"]
+        + [f"trainer.rollout_data_dir={root}/{run}_samples"],
         capture_output=True,
         text=True,
         env=env,
@@ -173,6 +174,12 @@ def test_two_ranks(task, engine):
     records = [r for r in read_metrics(root / run) if "reward/mean" in r]
     assert len(records) == 2
     assert max(r["rollout/actor_logprob_diff"] for r in records) < 1e-4
+    # rank 0 writes both ranks' samples (4 prompts x 4 responses) of each step
+    for step, record in enumerate(records, start=1):
+        text = (root / f"{run}_samples" / f"{step}.jsonl").read_text(encoding="utf-8")
+        scores = [json.loads(line)["score"] for line in text.splitlines()]
+        assert len(scores) == 16
+        assert sum(scores) / 16 == pytest.approx(record["reward/mean"], abs=1e-6)
 
 
 def _gather_main(rank, world, out):

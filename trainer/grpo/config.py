@@ -139,6 +139,10 @@ class RewardConfig:
 class GRPOTrainerConfig(TrainerConfig):
     run_dir: LocalPath = "runs/grpo"
     val_before_train: bool = False
+    # verl's: DIR/<step>.jsonl of each step's samples (prompt, response, ground truth, score,
+    # advantage), of each validation's (trainer/grpo/generations.py); None: not written
+    rollout_data_dir: LocalPath | None = None
+    validation_data_dir: LocalPath | None = None
 
 
 @dataclass

@@ -49,6 +49,7 @@ from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
+from trainer.grpo.generations import dump_generations, generation_rows, response_advantages
 from trainer.grpo.reference import INFO_KEY as REFERENCE_INFO_KEY
 from trainer.grpo.reference import ReferenceRecord
 from trainer.grpo.weights import iter_full_weights, iter_merged_weights
@@ -65,7 +66,7 @@ from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind, rows_digest
 from trainer.rewards.custom import RewardFunctionError
-from trainer.rewards.dispatch import RewardScorer
+from trainer.rewards.dispatch import RewardScorer, Scores
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
 from trainer.run_dir_links import ROLLOUT_ASSETS_DIR
@@ -113,7 +114,7 @@ class GRPOSteps(StepHooks):
 
     def before_first_step(self, metrics: MetricsLogger) -> None:
         if self.val and self.cfg.trainer.val_before_train and self.run.start == 0:
-            metrics.log(0, self.validate())
+            metrics.log(0, self.validate(0))
 
     def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
         cfg, run = self.cfg, self.run
@@ -159,7 +160,7 @@ class GRPOSteps(StepHooks):
         """`validate` after step `done`; a reward that fails there says so, and that the step
         is not saved (the line named only the row, which the train split may hold too)."""
         try:
-            return self.validate()
+            return self.validate(done)
         except RewardFunctionError as err:
             which = "the final" if done == self.run.stop else "the"
             err.args = (  # the same error, its fields kept
@@ -171,8 +172,7 @@ class GRPOSteps(StepHooks):
     def close(self) -> None:
         self.engine.close()
 
-    def _score(self, prompts: list[RLPrompt], prompt_index: list[int], responses: list[list[int]]):
-        texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
+    def _score(self, prompts: list[RLPrompt], prompt_index: list[int], texts: list[str]):
         rows = [prompts[i] for i in prompt_index]
         return self.scorer(
             [r.data_source for r in rows],
@@ -180,6 +180,26 @@ class GRPOSteps(StepHooks):
             [r.ground_truth for r in rows],
             [r.extra_info for r in rows],
         )
+
+    def _dump(
+        self,
+        directory: str,
+        step: int,
+        prompts: list[RLPrompt],
+        prompt_index: list[int],
+        texts: list[str],
+        scores: Scores,
+        advantages: list[float] | None = None,
+    ) -> None:
+        """verl's generations file of `step` in `directory` (trainer/grpo/generations.py): a
+        collective, every rank calls it."""
+        rows = [prompts[i] for i in prompt_index]
+        inputs = self.tokenizer.batch_decode([r.prompt_ids for r in rows], skip_special_tokens=True)
+        truths = [r.ground_truth for r in rows]
+        lines = generation_rows(
+            step, inputs, texts, truths, scores.rewards, scores.accuracy, advantages
+        )
+        dump_generations(directory, step, lines)
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One GRPO step, its phases in verl's order (rollout, reward, group advantages, old
@@ -208,7 +228,8 @@ class GRPOSteps(StepHooks):
             batch = self.engine.generate([p.prompt_ids for p in prompts], params)
         responses = batch.token_lists()
         with _timed(times, "timing/reward_s", env.device):
-            scores = self._score(prompts, batch.prompt_index, responses)
+            texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
+            scores = self._score(prompts, batch.prompt_index, texts)
         rewards = torch.tensor(scores.rewards, dtype=torch.float32)
         prompt_ids, prompt_mask = left_pad(
             [prompts[i].prompt_ids for i in batch.prompt_index], self.pad_id
@@ -239,6 +260,16 @@ class GRPOSteps(StepHooks):
                 data.ref_log_probs = self.reference_log_probs(data, micro, temperature)
         with _timed(times, "timing/update_s", env.device):
             update = self.update_policy(data, step)
+        if cfg.trainer.rollout_data_dir is not None:
+            self._dump(
+                cfg.trainer.rollout_data_dir,
+                step + 1,
+                prompts,
+                batch.prompt_index,
+                texts,
+                scores,
+                response_advantages(data.advantages, data.response_mask),
+            )
         with _timed(times, "timing/weight_push_s", env.device):
             push_weights(self)
         lengths = data.response_mask.sum(1).float()
@@ -356,17 +387,25 @@ class GRPOSteps(StepHooks):
         return record
 
     @torch.no_grad()
-    def validate(self) -> dict[str, float]:
-        """Greedy, one response per validation prompt; mean reward and accuracy over all of them."""
+    def validate(self, done: int) -> dict[str, float]:
+        """Greedy, one response per validation prompt; mean reward and accuracy over all of
+        them. `done`: the steps trained before it, which names its generations file."""
         cfg, env = self.cfg, self.env
         rows = rank_share(list(range(len(self.val))), env.rank, env.world_size)
         prompts = [self.val[i] for i in rows]
         reward_sum = accuracy_sum = 0.0
+        index: list[int] = []
+        texts: list[str] = []
+        scores = Scores(rewards=[], accuracy=[])
         if prompts:
             greedy = SamplingParams(temperature=0, max_tokens=cfg.rollout.max_response_length)
             batch = self.engine.generate([p.prompt_ids for p in prompts], greedy)
-            scores = self._score(prompts, batch.prompt_index, batch.token_lists())
+            index = batch.prompt_index
+            texts = self.tokenizer.batch_decode(batch.token_lists(), skip_special_tokens=True)
+            scores = self._score(prompts, index, texts)
             reward_sum, accuracy_sum = sum(scores.rewards), sum(scores.accuracy)
+        if cfg.trainer.validation_data_dir is not None:
+            self._dump(cfg.trainer.validation_data_dir, done, prompts, index, texts, scores)
         reward_sum, accuracy_sum, count = all_reduce_sum(
             [reward_sum, accuracy_sum, len(prompts)], env.device
         )
