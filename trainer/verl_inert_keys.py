@@ -48,12 +48,24 @@ SPEED = "speed or memory only: the same updates"
 SEEDED = "runs here are seeded by trainer.seed"
 BY_ROLE = "verl sets it by role (the reference model's is true)"
 HF_LOADS = "Hugging Face checkpoints load directly here"
-KL_IN_REWARD = "the KL penalty in the reward; it is off (use_kl_in_reward)"
-QAT = "quantization-aware training; it is off (qat.enable)"
+
+
+def only_with(what: str, switch: str, state: str = "on") -> str:
+    """The note of a key verl reads only while `switch`, a key of its own, is `state`: said
+    so, not that it is off, which a run that turned the switch on (refused or not by the
+    switch's own rule) would read as a contradiction."""
+    return f"{what}, which verl reads only with {switch} {state}"
+
+
+KL_IN_REWARD = only_with("the KL penalty in the reward", "algorithm.use_kl_in_reward")
+QAT = only_with("quantization-aware training", "qat.enable")
 MODULE_PATH_ONLY = "used only with reward_manager.module.path"
 SHAPE_PADDING = "padding to fewer distinct shapes, stripped before the loss: " + SPEED
-PROFILER = "the profiler's settings; profiling is off (profiler.enable, global_profiler.steps)"
-MTP = "multi-token prediction's settings; it is off (mtp.enable)"
+PROFILER_SETTINGS = "the profiler's settings"
+PROFILER = only_with(PROFILER_SETTINGS, "profiler.enable or global_profiler.steps")
+REWARD_MODEL = "the reward model's settings"
+ROUTING_REPLAY = only_with("MoE routing replay", "router_replay.mode", "set")
+MTP = only_with("multi-token prediction's settings", "mtp.enable")
 WEIGHT_SYNC = (
     "how verl moves weights into its engine; the engine here gets the actor's weights before"
     " each rollout"
@@ -70,9 +82,9 @@ SECTIONS: dict[str, Inert] = {
         "there is no critic in GRPO (verl builds one only for adv_estimator=gae or"
         " critic.enable=true)"
     ),
-    "reward_model.": Inert("the reward model's settings; it is off (reward_model.enable)"),
+    "reward_model.": Inert(only_with(REWARD_MODEL, "reward_model.enable")),
     **{
-        f"{section}.": Inert(f"{DAPO_OVERLONG}; it is off (enable)")
+        f"{section}.": Inert(only_with(DAPO_OVERLONG, f"{section}.enable"))
         for section in (DAPO_OVERLONG_KEY, DAPO_OVERLONG_CFG)
     },
     "reward_model.reward_kwargs.": Inert(
@@ -83,10 +95,10 @@ SECTIONS: dict[str, Inert] = {
     "global_profiler.": Inert(PROFILER),
     **{f"{role}profiler.": Inert(PROFILER) for role in (ACTOR, REF, ROLLOUT)},
     "profiler.": Inert(
-        "the profiler's settings; profiling is off (profiler.enable, trainer.profile_interval)",
+        only_with(PROFILER_SETTINGS, "profiler.enable or trainer.profile_interval"),
         ("sft",),
     ),
-    ROLLOUT + "multi_turn.": Inert("multi-turn settings; they are off (multi_turn.enable)"),
+    ROLLOUT + "multi_turn.": Inert(only_with("multi-turn settings", "multi_turn.enable")),
     **{model + "mtp.": Inert(MTP, commands) for model, commands in HF_MODELS},
     ROLLOUT + "mtp.": Inert(MTP),
     ROLLOUT + "checkpoint_engine.": Inert(WEIGHT_SYNC),
@@ -100,30 +112,28 @@ SECTIONS: dict[str, Inert] = {
         for section in ("fused_kernel_options.", "tiled_mlp.")
     },
     "algorithm.kl_ctrl.": Inert(KL_IN_REWARD),
-    "algorithm.pf_ppo.": Inert("PF-PPO's reweighting; it is off (algorithm.use_pf_ppo)"),
+    "algorithm.pf_ppo.": Inert(only_with("PF-PPO's reweighting", "algorithm.use_pf_ppo")),
     "algorithm.rollout_correction.": Inert(
-        "rollout correction's thresholds; it is off (rollout_correction.rollout_is, rollout_rs)"
+        only_with("rollout correction's thresholds", "rollout_correction.rollout_is or rollout_rs")
     ),
     "ray_kwargs.": Inert("Ray's settings: there is no Ray here (mfsdp train runs torchrun)"),
     # sections verl added after b178a3cd, each read only when its switch (verl_off_keys) is on
-    "reward.reward_model.": Inert(
-        "the reward model's settings; it is off (reward.reward_model.enable)"
-    ),
+    "reward.reward_model.": Inert(only_with(REWARD_MODEL, "reward.reward_model.enable")),
     **dict.fromkeys(
         ("reward.sandbox_fusion.", "sandbox_fusion."),
-        Inert("the code sandbox's settings; it is off (sandbox_fusion.url)"),
+        Inert(only_with("the code sandbox's settings", "sandbox_fusion.url", "set")),
     ),
-    "distillation.": Inert("distillation's settings; it is off (distillation.enabled)"),
-    "skip.": Inert("verl's rollout caching; it is off (skip.rollout.enable and the like)"),
+    "distillation.": Inert(only_with("distillation's settings", "distillation.enabled")),
+    "skip.": Inert(only_with("verl's rollout caching", "skip.rollout.enable (and the like)")),
     "algorithm.filter_groups.": Inert(
-        "DAPO's dynamic sampling; it is off (algorithm.filter_groups.enable)"
+        only_with("DAPO's dynamic sampling", "algorithm.filter_groups.enable")
     ),
     "trainer.v1.": Inert(
         "settings of verl's V1 trainer's asynchronous modes; it trains in sync mode"
         " (trainer.v1.trainer_mode)"
     ),
     ROLLOUT + "disaggregation.": Inert(
-        "disaggregated prefill and decode; it is off (disaggregation.enabled)"
+        only_with("disaggregated prefill and decode", "disaggregation.enabled")
     ),
     **{
         f"{role}{section}qat.": Inert(QAT)
@@ -132,9 +142,7 @@ SECTIONS: dict[str, Inert] = {
     },
     **{engine + "qat.": Inert(QAT, commands) for engine, commands in MEGATRON_ENGINES},
     **{
-        engine + "router_replay.": Inert(
-            "MoE routing replay; it is off (router_replay.mode)", commands
-        )
+        engine + "router_replay.": Inert(ROUTING_REPLAY, commands)
         for engine, commands in MEGATRON_ENGINES
     },
     **{
@@ -210,7 +218,7 @@ def _roles() -> dict[str, Inert]:
         "log_prob_max_token_len_per_gpu": "used only with use_dynamic_bsz",
         **dict.fromkeys(
             ("router_replay.record_file", "router_replay.replay_file"),
-            "MoE routing replay is off (router_replay.mode)",
+            ROUTING_REPLAY,
         ),
     }
     actor = {
@@ -255,11 +263,11 @@ def _rollout() -> dict[str, Inert]:
         "disable_log_stats": "the engine's logging",
         "log_prob_max_token_len_per_gpu": "used only with log_prob_use_dynamic_bsz",
         "logprobs_mode": (
-            "verl reads the engine's log-probs only for rollout correction, which is off"
+            "verl reads the engine's log-probs only for rollout correction"
             " (algorithm.rollout_correction)"
         ),
         "calculate_log_probs": (
-            "verl keeps the engine's log-probs for rollout correction (off) and its metrics"
+            "verl keeps the engine's log-probs for rollout correction and its metrics"
         ),
         "agent.num_workers": "how many agent-loop workers verl runs: " + SPEED,
         "skip_dump_dir": "used only with skip_rollout",
@@ -313,10 +321,6 @@ def _rest() -> dict[str, Inert]:
             "reorders a step's sequences across ranks: " + SPEED, ("sft", "grpo")
         ),
         "trainer.log_val_generations": Inert("how many validation generations verl logs"),
-        **dict.fromkeys(
-            ("trainer.rollout_data_dir", "trainer.validation_data_dir"),
-            Inert("where verl dumps generations: logging only"),
-        ),
         "trainer.esi_redundant_time": Inert("when verl saves before a cloud instance expires"),
         "trainer.max_critic_ckpt_to_keep": Inert("there is no critic in GRPO"),
         "trainer.ray_wait_register_center_timeout": Inert("a Ray timeout: there is no Ray here"),
@@ -384,7 +388,9 @@ def _newer() -> dict[str, Inert]:
         ACTOR + "checkpoint.mbridge_config": Inert(
             "how verl's Megatron backend writes Hugging Face weights (Megatron-Bridge)"
         ),
-        ROLLOUT + "qat": Inert("the rollout's copy of the actor's QAT settings; QAT is off"),
+        ROLLOUT + "qat": Inert(
+            only_with("the rollout's copy of the actor's QAT settings", "qat.enable")
+        ),
         ROLLOUT + "moe_load_balance_metrics_interval": Inert("logging only"),
         ROLLOUT + "n_gpus_per_node": Inert("read only for a rollout on nodes of its own"),
         ROLLOUT + "seed": Inert(SEEDED),

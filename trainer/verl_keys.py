@@ -64,6 +64,7 @@ from trainer.verl_rules import (
     VERL_CLIP_DEFAULT,
     VERL_ONLY_SECTION,
     WEIGHT_DECAY,
+    WORKER_IMPL,
     ZERO_CLIP_WHY,
     NotCarried,
     Rule,
@@ -74,6 +75,7 @@ from trainer.verl_rules import (
     note,
     trainer_of,
     verl_only_value,
+    worker_version_refusal,
 )
 
 log = logging.getLogger("mfsdp.config")
@@ -357,6 +359,8 @@ def carry_over(
         if key == CLIP_RATIO:
             out += _clip_ratio(raw_key, value, given)
             continue
+        if key == WORKER_IMPL:
+            _refuse_worker_by_version(raw_key, value, given)
         if is_unset(value) and (rule.convert is not None or rule.target is not None):
             note(raw_key, {}, NOT_SET)  # (`warmup_style: null`, verl's own default): the
             continue  # default stands, as for a key not given
@@ -505,6 +509,15 @@ def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[s
             " and ".join(kept),
         )
     return list(mapped.items())
+
+
+def _refuse_worker_by_version(raw_key: str, value: Any, given: dict[str, Any]) -> None:
+    """NotCarried for verl's worker key where what it trained depends on the verl version
+    (`worker_version_refusal`): read with the run's loss_agg_mode, verl's name or mfsdp's."""
+    mode = given.get(ACTOR + "loss_agg_mode", given.get("actor.loss_agg_mode"))
+    why = worker_version_refusal(value, mode)
+    if why is not None:
+        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
 
 
 def _refuse_verl_only_value(raw_key: str, key: str, value: Any) -> None:
@@ -789,8 +802,13 @@ def _resume_path(path: str) -> tuple[str, str]:
 
 def _checkpoint_layout(path: str) -> str | None:
     """The layout of the checkpoint at `path` (`layout.MFSDP`, verl's, Megatron-LM's, ...);
-    None where none can be read there."""
+    None where none can be read there. A checkpoint neither key reads (verl's FSDP backend,
+    Megatron's torch_dist) is not carried over, in the line `mfsdp ckpt inspect` says for it
+    (what it is, and the verl.model_merger command that converts it): taken for "no
+    checkpoint there", the conversion advised model.path, which refuses it too."""
     try:
         return checkpoint_resolution.resolve_checkpoint(path).kind
+    except layout.ForeignFormatError as err:
+        raise NotCarried(f"{err}; then give model.path=OUT") from None
     except (MfsdpError, OSError):
         return None

@@ -120,16 +120,51 @@ def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
     return convert
 
 
+WORKER_IMPL = "trainer.use_legacy_worker_impl"
+SUM_NORM = "seq-mean-token-sum-norm"
+_BY_VERSION = "the config cannot say which verl ran it"
+
+
 def _worker_normalization(value: Any) -> dict[str, Any]:
     """verl's trainer.use_legacy_worker_impl: which of its actor workers runs, and so how a
     mini-batch's loss is normalized over its micro-batches (trainer/grpo/aggregation.py):
     `auto` and `enable` ran the legacy dp_actor (each micro-batch's own mean), `disable` the
-    engine workers (over the whole mini-batch)."""
+    engine workers (over the whole mini-batch). With seq-mean-token-sum-norm neither holds
+    for every verl (`worker_version_refusal`)."""
     if value in ("auto", "enable"):
         return {"actor.loss_normalization": "micro_batch"}
     if value == "disable":
         return {"actor.loss_normalization": "global"}
     raise Unsupported("use_legacy_worker_impl is auto, enable or disable")
+
+
+def worker_version_refusal(value: Any, loss_agg_mode: Any) -> str | None:
+    """Why trainer.use_legacy_worker_impl=`value` does not carry over beside `loss_agg_mode`
+    (None: it does). verl's `agg_loss` took seq-mean-token-sum-norm's mean over sequences
+    only from b8d91ef8d (2026-02-26) on: the legacy dp_actor (`auto`, `enable`) trained
+    `micro_batch` before it and `global` after (until 044bbba27, 2026-04-20, removed it),
+    the engine workers (`disable`) summed the whole mini-batch's token sums over L before it,
+    which no normalization here trains, and `global` after. A config does not say which verl
+    wrote it, and the two differ by the micro-batch's sequence count (16 times at 16 a
+    micro-batch): the user picks, the conversion does not."""
+    if loss_agg_mode != SUM_NORM or value not in ("auto", "enable", "disable"):
+        return None
+    mode = f"with loss_agg_mode={SUM_NORM}"
+    if value == "disable":
+        return (
+            f"{mode} verl's engine workers trained by its version: before verl b8d91ef8d"
+            " (2026-02-26) the sum of the mini-batch's token sums over L, which no setting here"
+            " trains; from b8d91ef8d on their mean over its responses"
+            f" (actor.loss_normalization=global); {_BY_VERSION}: give"
+            " actor.loss_normalization=global in its place if that verl was b8d91ef8d or later"
+        )
+    return (
+        f"{mode} verl's legacy actor trained by its version: before verl b8d91ef8d (2026-02-26)"
+        " the sum of each micro-batch's token sums over L (actor.loss_normalization=micro_batch);"
+        " from b8d91ef8d until verl removed the legacy actor (044bbba27, 2026-04-20) their mean"
+        " over the micro-batch's responses (actor.loss_normalization=global);"
+        f" {_BY_VERSION}: give actor.loss_normalization in its place"
+    )
 
 
 def _only_off(off: Off) -> Callable[[Any], dict[str, Any]]:
@@ -452,9 +487,8 @@ RULES: dict[str, Rule] = {
             "entropy_coeff",
         )
     },
-    "trainer.use_legacy_worker_impl": Rule(
-        "actor.loss_normalization", _worker_normalization, commands=("grpo",)
-    ),
+    # read with loss_agg_mode too (`worker_version_refusal`)
+    WORKER_IMPL: Rule("actor.loss_normalization", _worker_normalization, commands=("grpo",)),
     # read with clip_ratio_low and clip_ratio_high, whatever their order (`_clip_ratio`)
     CLIP_RATIO: Rule(None, commands=("grpo",)),
     ACTOR + "use_dynamic_bsz": Rule(

@@ -246,7 +246,13 @@ def test_from_verl_grpo_script_gives_a_config_that_loads(tmp_path, monkeypatch):
 
 
 def test_from_verl_sft_script():
-    conversion = convert_verl(EXAMPLES / "run_sft_megatron_fsdp.sh")
+    """The example selects verl's Megatron engine and optimizer files with Megatron-FSDP on,
+    so its optim.lr_decay_style and optim.min_lr are keys verl's config has."""
+    script = EXAMPLES / "run_sft_megatron_fsdp.sh"
+    assert {"engine=megatron", "optim=megatron", "engine.use_megatron_fsdp=True"} <= set(
+        script.read_text().split()
+    )
+    conversion = convert_verl(script)
     assert conversion.command == "sft" and not conversion.dropped
     assert (
         conversion.tree["data"]["global_batch_size"] == 256
@@ -255,6 +261,8 @@ def test_from_verl_sft_script():
     assert (
         conversion.tree["optim"]["scheduler"] == "cosine" and conversion.tree["optim"]["lr"] == 1e-5
     )
+    assert conversion.tree["optim"]["min_lr"] == 1e-6
+    assert conversion.tree["strategy"]["name"] == "megatron_fsdp"
 
 
 def test_from_verl_reports_keys_it_cannot_carry(tmp_path):

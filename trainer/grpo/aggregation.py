@@ -16,15 +16,20 @@ For N_tok response tokens and N_seq responses in the global mini-batch:
   seq-mean-token-mean      sum_i (sum_t l_it / n_i) / N_seq
   seq-mean-token-sum-norm  sum_i (sum_t l_it / L) / N_seq, L a constant (the max response
                            length): Dr. GRPO's length-unbiased form, as verl's `agg_loss` has
-                           taken it since its legacy workers went (verl-project/verl 1dda039;
-                           before, its engine workers summed token sums over L alone).
+                           taken it since verl-project/verl b8d91ef8d (2026-02-26; before,
+                           its engine workers summed token sums over L alone, which no
+                           normalization here trains).
 
 `micro_batch` (verl's legacy workers, dp_actor.py, which `use_legacy_worker_impl: auto` ran
-until verl replaced them): each micro-batch's loss is the mode over that micro-batch alone
-(`agg_loss` with no global counts; seq-mean-token-sum-norm: token sums over L alone),
-weighted 1 / (micro-batches per rank), ranks averaged: the mean over the micro-batches of their
-own means. A micro-batch of few tokens then weighs as much as one of many (token-mean): the
-same tokens are weighted differently from `global`.
+until verl made `disable` its default, 63e8a0d16, 2026-03-26): each micro-batch's loss is the
+mode over that micro-batch alone (`agg_loss` with no global counts; seq-mean-token-sum-norm:
+token sums over L alone, as verl's `agg_loss` took it before b8d91ef8d), weighted
+1 / (micro-batches per rank), ranks averaged: the mean over the micro-batches of their own
+means. A micro-batch of few tokens then weighs as much as one of many (token-mean): the same
+tokens are weighted differently from `global`. From b8d91ef8d until verl removed it
+(044bbba27, 2026-04-20) the legacy actor took seq-mean-token-sum-norm's sequence mean per
+micro-batch: `global`'s loss while micro-batches hold equally many responses, as verl's
+batch sizes make them; `mfsdp config from-verl` refuses to pick between the two.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ def aggregate(
     lengths = mask.sum(dim=-1)
     norm_length = scale.norm_length if scale.norm_length is not None else mask.shape[-1]
     if scale.per_micro_batch:  # its own mean, weighted 1 / (micro-batches per rank)
-        if mode == "seq-mean-token-sum-norm":  # the legacy agg_loss: token sums over L alone
+        if mode == "seq-mean-token-sum-norm":  # agg_loss before b8d91ef8d: token sums / L
             own = token_sums.sum() / norm_length
         else:
             alone = LossScale(tokens=float(lengths.sum()), sequences=float((lengths > 0).sum()))
