@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir
 from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file
@@ -35,6 +36,7 @@ from mfsdp_ckpt.format.layout import (
     ITER_DIR_RE,
     MANIFEST_FILE,
     MAX_RUNS_LISTED,
+    MEGATRON_BRIDGE,
     MEGATRON_ITER_PREFIX,
     MEGATRON_RELEASE_DIR,
     MFSDP,
@@ -48,6 +50,7 @@ from mfsdp_ckpt.format.layout import (
     CheckpointPathError,
     CheckpointPaths,
     DamagedRunDirError,
+    ForeignFormatError,
     IncompleteCheckpointError,
     is_megatron_step_name,
     iter_step,
@@ -372,11 +375,79 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
                 f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
-        return noted(paths, _newer_than_tracked(run, tracked, steps, tracker), run_dir=run)
+        newer = _newer_than_tracked(run, tracked, steps, tracker)
+        return noted(paths, newer, _non_persistent_note(run, tracked, target.name), run_dir=run)
     if len(steps) > 1:
         _refuse_choosing(run, sorted(steps, key=natural_order))
     (only,) = steps.values()
-    return _with(resolve_checkpoint(only, role=role, _depth=1), run_dir=run)
+    paths = resolve_checkpoint(only, role=role, _depth=1)
+    untracked = _untracked_note(run, only.name, paths)
+    return noted(paths, untracked, _non_persistent_note(run, None, only.name), run_dir=run)
+
+
+def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:
+    """The one step dir of a run with no tracker is read all the same, but the trainer that
+    wrote it would not resume it: Megatron-LM's --load starts from random weights without
+    the tracker (checkpointing.py `_load_base_checkpoint`), Megatron-Bridge's without its
+    latest_train_state.pt or that file, and verl's resume_mode=auto trains from scratch
+    (`find_latest_ckpt_path` returns None). A user validating the run before loading it
+    there is told so. None for a step of mfsdp's own run, whose resume takes its newest
+    complete step when no tracker was written."""
+    if paths.kind == MFSDP:
+        return None
+    if paths.kind == MEGATRON_BRIDGE:
+        missing = f"{BRIDGE_TRACKER_FILE} or {TRACKER_FILE}"
+        loader = f"Megatron-Bridge's load from {run}"
+    elif is_megatron_step_name(name):
+        missing, loader = TRACKER_FILE, f"Megatron-LM's --load {run}"
+    else:
+        missing, loader = TRACKER_FILE, f"verl's resume from {run} (resume_mode=auto)"
+    return f"{run} has no {missing}: {loader} would start from scratch; reading {name}"
+
+
+# Megatron-LM's and Megatron-Bridge's `_NON_PERSISTENT_CKPT_SUBDIR`: where a save with
+# --non-persistent-ckpt-type global goes unless --non-persistent-global-ckpt-dir says
+NON_PERSISTENT_DIR = "non_persistent"
+
+
+def _non_persistent_note(run: Path, tracked: str | None, reading: str) -> str | None:
+    """A Megatron non-persistent save of `run` that its trainer's load would take instead
+    of `reading`: the save goes to RUN/non_persistent/iter_N with a tracker of its own
+    (Megatron-Bridge's latest_train_state.pt, else Megatron-LM's .txt), and a load with
+    --non-persistent-ckpt-type global prefers it whenever its step is at least the run's
+    tracked one (none counts as -1, `release` as 0: `_load_base_checkpoint`). mfsdp reads
+    the run's own step, the one a load without that flag takes; the note names the other."""
+    directory = run / NON_PERSISTENT_DIR
+    names = children(directory) if is_dir(directory) else []
+    if BRIDGE_TRACKER_FILE in names:
+        tool, tracker, read = "Megatron-Bridge", BRIDGE_TRACKER_FILE, read_bridge_tracker
+    elif TRACKER_FILE in names:
+        tool, tracker, read = "Megatron-LM", TRACKER_FILE, read_tracker_text
+    else:
+        return None
+    try:
+        text = read(directory)
+    except DamagedRunDirError as err:
+        return f"{err} (a non-persistent save's tracker, which {tool}'s load reads first)"
+    if text is None:  # removed since it was listed
+        return None
+    if text == MEGATRON_RELEASE_DIR:
+        return f"{directory / tracker}: names 'release', which {tool}'s load refuses there"
+    main = -1 if tracked is None else 0 if tracked == MEGATRON_RELEASE_DIR else int(tracked)
+    step = int(text)
+    if step < main:
+        return None
+    save = directory / f"{MEGATRON_ITER_PREFIX}{step:07d}"
+    loader = f"{tool}'s load with --non-persistent-ckpt-type global"
+    if not is_dir(save):
+        return (
+            f"{directory / tracker} names step {step}, but {save} is missing: {loader}"
+            f" would fail on it; reading {reading}"
+        )
+    return (
+        f"{directory / tracker} names step {step}: {loader} would take that non-persistent"
+        f" save instead; reading {reading}: give {save} to read it"
+    )
 
 
 def _refuse_choosing(run: Path, names: list[str]) -> None:
@@ -394,10 +465,34 @@ def _refuse_choosing(run: Path, names: list[str]) -> None:
             f"{run}: {len(names)} step dirs and no {TRACKER_FILE}, and none is complete"
             f" ({did_not_finish})"
         )
+    _refuse_unread_steps(run, len(names), complete)
     shown = newest_of(complete) + (f"; {did_not_finish}" if unfinished else "")
     raise CheckpointPathError(
         f"{run}: {len(names)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
     )
+
+
+def _refuse_unread_steps(run: Path, count: int, complete: list[str]) -> None:
+    """Complete step dirs none of which is in a format mfsdp reads (verl's FSDP backend's)
+    were offered to choose from, and the one chosen was refused next: the newest one's
+    refusal (what it is and what converts it) is said at once, as a run with a tracker
+    says it. Newest first, and a step that is not refused so ends the search: a run of
+    steps mfsdp reads costs one resolution."""
+    refused: ForeignFormatError | None = None
+    for name in reversed(complete):  # natural order: the newest last
+        try:
+            resolve_checkpoint(run / name, _depth=1)
+        except ForeignFormatError as err:
+            refused = refused or err
+            continue
+        except MfsdpError:
+            return  # chosen, that step says what is wrong with it
+        return
+    if refused is not None:
+        raise ForeignFormatError(
+            f"{run}: {count} step dirs and no {TRACKER_FILE}, none in a format mfsdp reads;"
+            f" the newest: {refused}"
+        )
 
 
 def _newer_than_tracked(

@@ -13,11 +13,11 @@ import os
 import stat
 from pathlib import Path
 
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file, unreadable
-from mfsdp_ckpt.format.foreign_formats import peft_adapter_line
+from mfsdp_ckpt.format.foreign_formats import peft_adapter_line, refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
     BRIDGE_RUN_CONFIG_FILE,
     BRIDGE_TRACKER_FILE,
@@ -37,6 +37,7 @@ from mfsdp_ckpt.format.layout import (
     VERL_MODEL_DIR,
     CheckpointPathError,
     CheckpointPaths,
+    ForeignFormatError,
     IncompleteCheckpointError,
     looks_like_hf_model,
     parse_step_dir_name,
@@ -241,12 +242,38 @@ def holds_run_records(run: Path) -> bool:
 def _inside_a_checkpoint(given: Path) -> str:
     """`; it lies in the checkpoint STEP: give that` for a directory inside a checkpoint that
     holds no weights (its `huggingface/`: config and tokenizer; verl's `actor/huggingface/`),
-    where the list of what was looked for alone left the user to work out the level."""
+    where the list of what was looked for alone left the user to work out the level. A
+    checkpoint in a format mfsdp does not read (verl's FSDP backend, whose actor/ holds the
+    per-rank shards; Megatron's torch_dist) is named by its own refusal, which says what
+    converts it: pointed at nothing, or told to give that checkpoint, the user was refused
+    next."""
+    from mfsdp_ckpt.storage.safetensors_source import unread_checkpoint_refusal
+
     parent = given.parent
     for _ in range(2):  # huggingface/ in a step, or in verl's role dir of a step
         if parent == parent.parent:
             break
-        if is_dir(parent / DIST_CKPT_DIR) or is_file(parent / DCP_METADATA_FILE):
-            return f"; it lies in the checkpoint {parent}: give that"
+        unread = _foreign_format_line(parent)
+        if unread is None and (
+            is_dir(parent / DIST_CKPT_DIR) or is_file(parent / DCP_METADATA_FILE)
+        ):
+            unread = unread_checkpoint_refusal(parent)
+            if unread is None:
+                return f"; it lies in the checkpoint {parent}: give that"
+        if unread is not None:
+            return f"; it lies in {unread}"
         parent = parent.parent
     return ""
+
+
+def _foreign_format_line(directory: Path) -> str | None:
+    """The refusal of `directory` when its own files are those of a format mfsdp does not
+    read (`refuse_foreign_format`: verl FSDP shards, ...), else None (one it cannot list too:
+    the dir given is what is refused)."""
+    try:
+        refuse_foreign_format(directory, children(directory))
+    except ForeignFormatError as err:
+        return str(err)
+    except MfsdpError:
+        return None
+    return None
