@@ -40,6 +40,7 @@ from mfsdp_ckpt.format.layout import (
     MEGATRON_ITER_PREFIX,
     MEGATRON_RELEASE_DIR,
     MFSDP,
+    NON_PERSISTENT_DIR,
     ROLES,
     STEP_DIR_PREFIX,
     TMP_STEP_RE,
@@ -403,11 +404,6 @@ def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:
     else:
         missing, loader = TRACKER_FILE, f"verl's resume from {run} (resume_mode=auto)"
     return f"{run} has no {missing}: {loader} would start from scratch; reading {name}"
-
-
-# Megatron-LM's and Megatron-Bridge's `_NON_PERSISTENT_CKPT_SUBDIR`: where a save with
-# --non-persistent-ckpt-type global goes unless --non-persistent-global-ckpt-dir says
-NON_PERSISTENT_DIR = "non_persistent"
 
 
 def _non_persistent_note(run: Path, tracked: str | None, reading: str) -> str | None:

@@ -58,6 +58,9 @@ RUN_METRICS_FILE = "metrics.jsonl"
 # verl and Megatron-LM names
 MEGATRON_ITER_PREFIX = "iter_"
 MEGATRON_RELEASE_DIR = "release"
+# Megatron-LM's and Megatron-Bridge's `_NON_PERSISTENT_CKPT_SUBDIR`: where a save with
+# --non-persistent-ckpt-type global goes unless --non-persistent-global-ckpt-dir says
+NON_PERSISTENT_DIR = "non_persistent"
 VERL_CONTENTS_FILE = "ckpt_contents.json"
 VERL_MODEL_DIR = "model"
 VERL_PEFT_ADAPTER_DIR = "adapter"  # model/huggingface/adapter/: mbridge's save_hf_adapter
