@@ -268,27 +268,36 @@ def check_values(
     lost = files_not_readable(reader)
     unread: dict[str, list[str]] = {}  # a data file reported lost -> the tensors in it
     for done, entry in enumerate(entries, 1):
-        where = f"[{entry.name}]"
         gone = next((c.file for c in entry.chunks if c.file in lost), None)
         if gone is not None:  # said once for its file, not once per tensor
             unread.setdefault(gone, []).append(entry.name)
         elif not reader.coverage_problems(entry):
-            try:
-                tensor = reader.read_tensor(entry.name)
-            except (CheckpointFormatError, CheckpointFileError) as err:
-                report.add(ERROR, where, str(err))
-            else:
-                nonfinite = count_nonfinite_tensor(tensor)
-                if nonfinite:
-                    nans = count_nan_tensor(tensor)
-                    infs = nonfinite - nans
-                    report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
-                problem = also(entry.name, tensor) if also is not None else None
-                if problem is not None:
-                    report.add(ERROR, where, problem)
+            _check_tensor(reader, entry.name, report, also)
         if progress:
             progress(done, len(entries))
     _report_unread(unread, lost, report)
+
+
+def _check_tensor(
+    reader: CheckpointReader, name: str, report: ValidationReport, also: TensorCheck | None
+) -> None:
+    """One tensor read and checked (`check_values`). A function of its own so the tensor is
+    freed as it returns, before the next is read: a loop's variable kept the last tensor
+    alive while the next was allocated, and an Adam checkpoint's two moments of the
+    embedding, read one after the other, held twice the largest tensor."""
+    where = f"[{name}]"
+    try:
+        tensor = reader.read_tensor(name)
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, where, str(err))
+        return
+    nonfinite = count_nonfinite_tensor(tensor)
+    if nonfinite:
+        nans = count_nan_tensor(tensor)
+        report.add(ERROR, where, f"{nans} NaN and {nonfinite - nans} Inf values")
+    problem = also(name, tensor) if also is not None else None
+    if problem is not None:
+        report.add(ERROR, where, problem)
 
 
 def files_not_readable(reader: CheckpointReader) -> dict[str, str]:
