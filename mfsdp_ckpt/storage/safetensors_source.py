@@ -382,6 +382,8 @@ class SafetensorsSource:
         self.inside = None if links_anywhere else safe_files.model_dir_root(self.root)
         self.tensors: dict[str, StoredTensor] = {}
         self.notes: list[str] = []  # what a user should know about the files chosen
+        # weight file -> its real path and (device, inode) when first checked (`_open`)
+        self._checked: dict[str, tuple[str, tuple[int, int]]] = {}
         files, weight_map = ([only], None) if only else chosen_files(self.root, self.notes)
         for relative in files:
             for name, entry in read_header(self.root / relative, relative, self.inside).items():
@@ -408,7 +410,7 @@ class SafetensorsSource:
     def read_into(self, entry: StoredTensor, buffer: memoryview, start: int = 0) -> None:
         """Fill `buffer` with the entry's bytes from byte `start` on."""
         path = self.root / entry.file
-        fd = _open_weights(path, self.inside)
+        fd = self._open(entry.file)
         try:
             done = 0
             while done < len(buffer):
@@ -419,10 +421,35 @@ class SafetensorsSource:
         finally:
             os.close(fd)
 
+    def _open(self, relative: str) -> int:
+        """A read-only descriptor of weight file `relative` (the caller closes it): checked
+        in full (`_open_weights`) the first time, and later opened by the real path found
+        then, kept only while it is the very file checked (device and inode), else checked
+        in full again. The full check walks every folder of the path with lstat, twice
+        (about 15 calls): once per tensor, it was most of the time import-hf took for a MoE
+        checkpoint of tens of thousands of small tensors."""
+        known = self._checked.get(relative)
+        if known is not None:
+            real, identity = known
+            try:
+                fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:  # moved or removed since: the full check says what it is now
+                pass
+            else:
+                found = os.fstat(fd)
+                if (found.st_dev, found.st_ino) == identity:
+                    return fd
+                os.close(fd)
+        path = self.root / relative
+        fd = _open_weights(path, self.inside)
+        checked = os.fstat(fd)
+        self._checked[relative] = (os.path.realpath(path), (checked.st_dev, checked.st_ino))
+        return fd
+
     def count_nonfinite(self, entry: StoredTensor) -> int:
         """NaN/Inf among the entry's values, counted on its bytes read a piece at a time
         (no tensor is made: import copies most weights file to file)."""
-        fd = _open_weights(self.root / entry.file, self.inside)
+        fd = self._open(entry.file)
         try:
             return count_nonfinite_in_file(fd, entry.offset, entry.numel, entry.dtype)
         finally:
