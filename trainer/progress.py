@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,6 +22,8 @@ CURSORLESS_TERMS = ("", "dumb")
 T = TypeVar("T")
 # The size a bar assumes where neither the terminal nor COLUMNS and LINES give one
 FALLBACK_SIZE = os.terminal_size((80, 24))
+# The least time between two plain progress lines where no bar is drawn (`PlainLines`)
+PLAIN_LINE_SECONDS = 30.0
 
 
 def bars_drawn() -> bool:
@@ -93,22 +96,87 @@ def item_bar(items: Iterable[T], desc: str, enabled: bool) -> Iterable[T]:
     )
 
 
+class PlainLines:
+    """Progress as a plain line (`export: 12.3 of 40.1 GB (31%), 85 MB/s, 5m12s left`), at
+    most one per `every` seconds and the first `every` seconds after the first report: where
+    no bar is drawn (a log file, a pipe, a SLURM log) a 10-minute export or validate --deep
+    showed nothing until its summary, no sign of a hang or of slow work, and a command that
+    ends sooner prints no line at all."""
+
+    def __init__(self, label: str, unit: str, unit_scale: bool, every: float):
+        self.label, self.unit, self.unit_scale, self.every = label, unit, unit_scale, every
+        self._start: tuple[float, int] | None = None  # (time, done) of the first report
+        self._said = 0.0  # when the last line was printed
+
+    def update(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self._start is None:
+            self._start, self._said = (now, done), now
+            return
+        if now - self._said < self.every:
+            return
+        self._said = now
+        began, first = self._start
+        rate = (done - first) / (now - began) if now > began else 0.0
+        share = f" ({100 * done // total}%)" if total else ""
+        left = f", {_duration((total - done) / rate)} left" if rate > 0 and total >= done else ""
+        line = (
+            f"{self.label}: {self._amount(done, total)} of {self._amount(total, total)}"
+            f"{share}, {self._amount(rate, rate)}/s{left}"
+        )
+        print(line, file=sys.stderr, flush=True)
+
+    def _amount(self, value: float, scale_of: float) -> str:
+        """`value` in the unit, scaled as `scale_of` is when `unit_scale` (GB for bytes)."""
+        if not self.unit_scale:
+            return f"{value:.4g} {self.unit}{'' if value == 1 else 's'}"
+        power = next((p for p in (4, 3, 2, 1) if abs(scale_of) >= 1000**p), 0)
+        prefix = ("", "k", "M", "G", "T")[power]
+        return f"{value / 1000**power:.1f} {prefix}{self.unit}"
+
+
+def _duration(seconds: float) -> str:
+    """`1h02m`, `5m12s` or `43s`."""
+    whole = int(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    if whole >= 60:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole}s"
+
+
 class CallbackBar:
     """A bar fed `(done, total)` by a library callback, drawn only where `bars_drawn` (a log
     file or a pipe would fill with carriage returns, a dumb terminal with escapes), its
-    figures kept before its bar graphic as the terminal narrows (`narrow_bar`).
+    figures kept before its bar graphic as the terminal narrows (`narrow_bar`); elsewhere a
+    plain line every `plain_every` seconds (`PlainLines`).
 
     As a context manager it yields `update`, or None when disabled, so a caller can pass the
     callback straight on and the library skips the calls altogether.
     """
 
-    def __init__(self, enabled: bool, unit: str, desc: str | None = None, unit_scale: bool = False):
-        self.enabled = enabled and bars_drawn()
+    def __init__(
+        self,
+        enabled: bool,
+        unit: str,
+        desc: str | None = None,
+        unit_scale: bool = False,
+        plain_every: float = PLAIN_LINE_SECONDS,
+    ):
+        self.enabled = enabled
         self.unit, self.desc, self.unit_scale = unit, desc, unit_scale
         self._bar: Any = None
+        self._lines = (
+            None
+            if not enabled or bars_drawn()
+            else PlainLines(desc or unit, unit, unit_scale, plain_every)
+        )
 
     def update(self, done: int, total: int, postfix: str | None = None) -> None:
         if not self.enabled:
+            return
+        if self._lines is not None:
+            self._lines.update(done, total)
             return
         if self._bar is None:
             from trainer.narrow_bar import NarrowBar

@@ -28,8 +28,8 @@ def test_callback_bar_is_silent_off_a_terminal_or_when_disabled(
     monkeypatch.setattr("sys.stderr", stderr)
     bar = CallbackBar(enabled=enabled, unit="B", unit_scale=True)
     with bar as update:
-        assert update is None  # the library skips its progress calls altogether
-    bar.update(1, 2)
+        assert (update is None) == (not enabled)  # disabled: the library skips its calls
+    bar.update(1, 2)  # off a terminal: a plain line, and only after PLAIN_LINE_SECONDS
     assert stderr.getvalue() == ""
 
 
