@@ -9,7 +9,8 @@ that the source does not set, with a note; `mfsdp train` on its own keeps mfsdp'
 
 Only keys whose default changes what is trained or how the run goes are here (batch sizes,
 epochs, the KL loss, warm-up, data columns, validation before training, activation
-checkpointing); names (`project_name`), trackers (`logger`: wandb needs a key), paths and
+checkpointing, and how fsdp_sft_trainer forms and weighs its micro-batches, which no key of
+verl's sets); names (`project_name`), trackers (`logger`: wandb needs a key), paths and
 devices stay mfsdp's. Values are those of verl's trainer/config files: main_ppo's
 _generated_ppo_trainer.yaml, fsdp_sft_trainer's sft_trainer.yaml, sft_trainer's
 sft_trainer_engine.yaml with its optim/fsdp.yaml and model/hf_model.yaml.
@@ -23,16 +24,24 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Default:
-    """verl's `value` for the mfsdp key `key`, which verl names `verl_key`."""
+    """verl's `value` for the mfsdp key `key`, which verl names `verl_key`; or, where no key
+    of verl's sets it (`verl_key` None), what of verl's trainer the value stands for (`how`)."""
 
     key: str
-    verl_key: str
+    verl_key: str | None
     value: Any
+    how: str = ""
+
+    def said(self) -> str:
+        """verl's default as the note on it written names it: by the key the source does not
+        set, or by what it stands for where no key of verl's sets it."""
+        if self.verl_key is None:
+            return f"({self.how})"
+        return f"({self.verl_key}), which the source does not set"
 
 
-_CHECKPOINTING = Default(
-    "model.activation_checkpointing", "model.enable_gradient_checkpointing", True
-)
+_VERL_CHECKPOINTING = "model.enable_gradient_checkpointing"
+_CHECKPOINTING = Default("model.activation_checkpointing", _VERL_CHECKPOINTING, True)
 _SFT_COMMON = (
     Default("data.global_batch_size", "data.train_batch_size", 256),
     Default("data.micro_batch_size", "data.micro_batch_size_per_gpu", 4),
@@ -51,13 +60,33 @@ TRAINERS: dict[str, tuple[Default, ...]] = {
         Default("data.filter_overlong_prompts", "data.filter_overlong_prompts", False),
         Default("trainer.val_before_train", "trainer.val_before_train", True),
         Default("trainer.epochs", "trainer.total_epochs", 30),
-        Default(_CHECKPOINTING.key, "actor_rollout_ref." + _CHECKPOINTING.verl_key, True),
+        Default(_CHECKPOINTING.key, "actor_rollout_ref." + _VERL_CHECKPOINTING, True),
     ),
     "verl.trainer.fsdp_sft_trainer": (
         *_SFT_COMMON,
         Default("data.prompt_key", "data.prompt_key", "question"),
         Default("data.response_key", "data.response_key", "answer"),
         Default("optim.warmup_ratio", "optim.lr_warmup_steps_ratio", 0.1),
+        # its micro-batches and their loss (fsdp_sft_trainer.py training_step and
+        # _compute_loss_and_backward): no key of verl's sets either
+        Default(
+            "data.loss_normalization",
+            None,
+            "micro_batch",
+            how="no key: verl.trainer.fsdp_sft_trainer takes each micro-batch's own token mean"
+            " and averages them, a micro-batch of short responses weighing as much as one of"
+            " long ones; data.loss_normalization=global, verl.trainer.sft_trainer's, takes one"
+            " token mean over the global batch; docs/sft.md",
+        ),
+        Default(
+            "data.packing",
+            None,
+            False,
+            how="no key: verl.trainer.fsdp_sft_trainer splits each rank's rows into"
+            " micro-batches of data.micro_batch_size_per_gpu padded rows, use_remove_padding"
+            " or not: data.micro_batch_size rows here, micro-batches that"
+            " data.loss_normalization=micro_batch weighs as verl does",
+        ),
     ),
     "verl.trainer.sft_trainer": (
         *_SFT_COMMON,

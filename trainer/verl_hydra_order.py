@@ -7,12 +7,13 @@ the overrides together, apart from what each key means (`trainer.verl_rules`).
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from typing import Any
 
 from trainer import verl_keys
-from trainer.verl_hydra_files import selects_megatron
+from trainer.verl_hydra_files import TRAINER_DEFAULTS, selected_group, selects_megatron
 from trainer.verl_megatron_optim import MEGATRON_ENGINE_ONLY, OPTIMIZER_OVERRIDES
-from trainer.verl_rules import normalise
+from trainer.verl_rules import ACTOR, normalise
 
 
 def in_order(
@@ -54,36 +55,125 @@ def _under(key: str, name: str) -> bool:
     return plain == name or plain.startswith(name + ".")
 
 
+# The keys of verl's optimizer files (verl/trainer/config/optim/fsdp.yaml and megatron.yaml
+# at 1dda039, each holding every key of its earlier versions): the keys Hydra's struct takes
+# in the optimizer section a run's config builds from that file
+_FSDP_OPTIM = frozenset(
+    {
+        *("_target_", "optimizer", "optimizer_impl", "lr", "lr_warmup_steps_ratio"),
+        *("total_training_steps", "weight_decay", "lr_warmup_steps", "betas", "clip_grad"),
+        *("min_lr_ratio", "num_cycles", "lr_scheduler_type", "zero_indexed_step"),
+        *("warmup_style", "override_optimizer_config"),
+    }
+)
+_MEGATRON_OPTIM = frozenset(
+    {
+        *("_target_", "lr", "lr_warmup_steps_ratio", "total_training_steps", "weight_decay"),
+        *("lr_warmup_steps", "betas", "clip_grad", "optimizer", "lr_warmup_init"),
+        *("lr_decay_steps", "lr_decay_style", "min_lr", "weight_decay_incr_style"),
+        *("lr_wsd_decay_style", "lr_wsd_decay_steps", "use_checkpoint_opt_param_scheduler"),
+        *("use_precision_aware_optimizer", "main_grads_dtype", "exp_avg_dtype"),
+        *("exp_avg_sq_dtype", "use_layer_wise_distributed_optimizer"),
+        *("muon_momentum", "muon_nesterov", "muon_split_qkv", "muon_scale_mode"),
+        *("muon_coefficient_type", "muon_num_ns_steps", "muon_tp_mode"),
+        *("muon_extra_scale_factor", "muon_scalar_optimizer", "muon_match_adamw_update_rms"),
+        "override_optimizer_config",
+    }
+)
+_OPTIM_FILES = {"fsdp": _FSDP_OPTIM, "megatron": _MEGATRON_OPTIM}
+# the optimizer file of each main_ppo actor file (its `../optim@optim:` default), with the keys
+# its section had in some verl version before that file (ppo_megatron_trainer.yaml's actor)
+_ACTOR_OPTIM = {
+    "dp_actor": ("fsdp", frozenset()),
+    "megatron_actor": ("megatron", frozenset({"min_lr_ratio", "warmup_style"})),
+}
+# the SFT trainers' configs: the keys of their own `optim:` section over the optimizer file
+# they merge in (fsdp_sft_trainer's sft_trainer.yaml, in some verl version; optim/fsdp.yaml
+# since 6cf90ceb0)
+_SFT_OWN_OPTIM = {
+    "sft_trainer": frozenset(
+        {"lr", "betas", "weight_decay", "lr_warmup_steps_ratio", "warmup_steps_ratio"}
+        | {"clip_grad", "lr_scheduler"}
+    ),
+    "sft_trainer_engine": frozenset(),
+}
+_ACTOR = ("actor", ACTOR.rstrip("."))  # main_ppo's actor file: (group, package)
+_ENGINE = ("model_engine", "model_engine")
+
+
+def optimizer_section(
+    config: str | None, selected: list[tuple[str, Any]]
+) -> tuple[str, str, frozenset[str]] | None:
+    """(section, file, keys) of the optimizer that verl's trainer `config` builds under the
+    config-group selections `selected` (`optim=megatron`, `model_engine=megatron`): the
+    section its keys are given under, the optimizer file it merges in, and the keys Hydra's
+    struct takes there. None where that file is not known here (a config of the user's, an
+    engine of another optimizer file): nothing is refused then."""
+    given = {group: option for key, option in selected if (group := selected_group(key))}
+    chosen = TRAINER_DEFAULTS.get(config or "", {}) | given
+    if config in _SFT_OWN_OPTIM:
+        file = chosen.get(("optim", "optim"))
+        keys = _OPTIM_FILES.get(file) if isinstance(file, str) else None
+        return None if keys is None else ("optim", str(file), keys | _SFT_OWN_OPTIM[config])
+    # main_ppo's actor file is `${model_engine}_actor` unless a selection names it
+    actor = given.get(_ACTOR, f"{given[_ENGINE]}_actor" if _ENGINE in given else chosen.get(_ACTOR))
+    if not isinstance(actor, str) or actor not in _ACTOR_OPTIM:
+        return None
+    file, earlier = _ACTOR_OPTIM[actor]
+    return ACTOR + "optim", file, _OPTIM_FILES[file] | earlier
+
+
 def struct_refusals(
     pairs: list[tuple[str, Any]], selected: list[tuple[str, Any]], config: str | None
 ) -> tuple[list[tuple[str, Any]], list[str]]:
     """`pairs` less the keys verl's struct config refuses without Hydra's `+` (verl then
     does not start: "Key '...' is not in struct"), and "key=value: why" for each: a key
-    under `optim.override_optimizer_config` (null or `{}` in verl's optimizer files), and a
-    key only Megatron's engine has (`engine.use_megatron_fsdp`) on an SFT run whose engine
-    file is not Megatron's (no `engine=megatron` selection among `selected`, no Megatron
-    trainer `config`). Read as given, such a key was taken as proof of the Megatron
-    backend, and Megatron's betas replaced the run's."""
+    under `optim.override_optimizer_config` (null or `{}` in verl's optimizer files); a
+    key of the optimizer section that the optimizer file verl's `config` merges in under
+    the selections `selected` lacks (`optimizer_section`: Megatron's `optim.lr_decay_style`
+    on SFT's FSDP optimizer converted at exit 0 as a cosine schedule); and a key only
+    Megatron's engine has (`engine.use_megatron_fsdp`) on an SFT run whose engine file is
+    not Megatron's (no `engine=megatron` selection among `selected`, no Megatron trainer
+    `config`). Read as given, such a key was taken as proof of the Megatron backend, and
+    Megatron's betas replaced the run's."""
     megatron_engine = any(selects_megatron(key, option) for key, option in selected) or (
         config is not None and "megatron" in config
     )
+    optimizer = optimizer_section(config, selected)
     kept: list[tuple[str, Any]] = []
     refused: list[str] = []
     for key, value in pairs:
-        read_as = normalise(key)
-        parts = read_as.split(".")
-        optimizer_field = read_as.startswith(OPTIMIZER_OVERRIDES + ".")
-        engine_only = parts[0] == "engine" and len(parts) > 1 and parts[1] in MEGATRON_ENGINE_ONLY
-        if key.startswith("+") or not (optimizer_field or (engine_only and not megatron_engine)):
+        where = None if key.startswith("+") else _not_in_struct(key, optimizer, megatron_engine)
+        if where is None:
             kept.append((key, value))
             continue
-        where = (
-            f"{OPTIMIZER_OVERRIDES} holds no keys in verl's optimizer files"
-            if optimizer_field
-            else "verl's engine file here is not Megatron's (select it with engine=megatron)"
-        )
         refused.append(
             f"{key}={value}: verl refuses it and does not start (Hydra: Key"
-            f" '{parts[-1]}' is not in struct): {where}; add a key with +{key}=..."
+            f" '{key.split('.')[-1]}' is not in struct): {where}; add a key with +{key}=..."
         )
     return kept, refused
+
+
+def _not_in_struct(
+    key: str, optimizer: tuple[str, str, frozenset[str]] | None, megatron_engine: bool
+) -> str | None:
+    """Why verl's struct config has no `key` (given without `+`), or None where it has it or
+    that is not known here."""
+    read_as = normalise(key)
+    parts = read_as.split(".")
+    if read_as.startswith(OPTIMIZER_OVERRIDES + "."):
+        return f"{OPTIMIZER_OVERRIDES} holds no keys in verl's optimizer files"
+    engine_only = parts[0] == "engine" and len(parts) > 1 and parts[1] in MEGATRON_ENGINE_ONLY
+    if engine_only and not megatron_engine:
+        return "verl's engine file here is not Megatron's (select it with engine=megatron)"
+    if optimizer is not None:
+        section, file, keys = optimizer
+        name = key.removeprefix(section + ".").split(".")[0]
+        if key.startswith(section + ".") and name not in keys:
+            close = get_close_matches(name, sorted(keys), n=3)
+            guess = f" (did you mean {', '.join(close)}?)" if close else ""
+            return (
+                f"this run's {section} is built from verl's optim/{file}.yaml, which has no"
+                f" {name}{guess}"
+            )
+    return None

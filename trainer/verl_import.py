@@ -364,7 +364,6 @@ def _convert(
         conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
         conversion.notes += _unset_decay(cls, conversion.tree, pairs, given)
-        conversion.notes += _legacy_sft_weighting(conversion.tree, module)
     conversion.notes += _steps_within_epochs(conversion.tree, module)
     conversion.dropped += _text_as_verl_uses_it(cls, conversion.tree, source)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
@@ -444,8 +443,8 @@ def _verl_defaults(
             continue
         set_dotted(tree, default.key, default.value)
         notes.append(
-            f"{default.key}={yaml_shown(default.value)}: verl's default ({default.verl_key}), which"
-            f" the source does not set; mfsdp's own is {yaml_shown(own[default.key])}"
+            f"{default.key}={yaml_shown(default.value)}: verl's default {default.said()};"
+            f" mfsdp's own is {yaml_shown(own[default.key])}"
         )
     if command == "grpo" and _NORMALIZATION not in given:
         notes.append(_UNSET_WORKER)
@@ -519,29 +518,8 @@ def _unset_unmapped(
     return dropped
 
 
-# verl's legacy SFT trainer: its LR schedule spans its epochs, not total_training_steps, and
-# its loss is the mean of each micro-batch's own token mean
+# verl's legacy SFT trainer, whose LR schedule spans its epochs, not total_training_steps
 _EPOCH_SCHEDULED = "verl.trainer.fsdp_sft_trainer"
-_SFT_NORMALIZATION = "data.loss_normalization"
-
-
-def _legacy_sft_weighting(tree: dict[str, Any], module: str | None) -> list[str]:
-    """verl's legacy `fsdp_sft_trainer` (`module`) weighs each micro-batch's own token mean
-    equally (`_compute_loss_and_backward`: its loss over its own valid tokens, over the
-    micro-batches), where its newer `sft_trainer` and mfsdp's default take one token mean over
-    the global batch: the same tokens got other gradients without a word. Such a run gets
-    `data.loss_normalization=micro_batch` (unless the source sets it), with a note."""
-    from trainer.config import set_dotted
-
-    if module != _EPOCH_SCHEDULED or "loss_normalization" in (tree.get("data") or {}):
-        return []
-    set_dotted(tree, _SFT_NORMALIZATION, "micro_batch")
-    return [
-        f"{_SFT_NORMALIZATION}=micro_batch: {module} takes each micro-batch's own token mean"
-        " and averages them (a micro-batch of short responses weighs as much as one of long"
-        f" ones); {_SFT_NORMALIZATION}=global, mfsdp's default and verl.trainer.sft_trainer's,"
-        " takes one token mean over the global batch (docs/sft.md)"
-    ]
 
 
 def _steps_within_epochs(tree: dict[str, Any], module: str | None) -> list[str]:

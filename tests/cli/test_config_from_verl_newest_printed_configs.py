@@ -80,24 +80,32 @@ def test_renamed_reward_keys_read_as_their_old_names(tmp_path: Path):
 
 
 def test_new_keys_at_verls_defaults_carry_over(tmp_path: Path):
-    new = converted(
-        tmp_path,
+    """Each optimizer key under the actor's optimizer file that has it: optim/fsdp.yaml's
+    zero_indexed_step on the FSDP actor, optim/megatron.yaml's on the Megatron one (verl's
+    struct refuses either on the other's file)."""
+    keys = (
         "trainer.use_v1=True",
         "trainer.v1.trainer_mode=sync",
         "trainer.v1.separate_async.parameter_sync_step=4",
         "actor_rollout_ref.actor.checkpoint.strict=True",
-        "actor_rollout_ref.actor.megatron.pad_to_length=False",
-        "actor_rollout_ref.actor.megatron.pad_bshd_to_minibatch_max=True",
-        "actor_rollout_ref.actor.megatron.dynamic_context_parallel=False",
-        "actor_rollout_ref.actor.optim.use_precision_aware_optimizer=False",
-        "actor_rollout_ref.actor.optim.exp_avg_dtype=fp32",
-        "actor_rollout_ref.actor.optim.zero_indexed_step=True",
         "actor_rollout_ref.actor.qat.enable=False",
         "actor_rollout_ref.rollout.full_determinism=False",
         "data.gen_batch_size=null",
         "algorithm.filter_groups.enable=False",
     )
-    assert new.dropped == []
+    fsdp = converted(tmp_path, *keys, "actor_rollout_ref.actor.optim.zero_indexed_step=True")
+    assert fsdp.dropped == []
+    megatron = converted(
+        tmp_path,
+        "--config-name=ppo_megatron_trainer",
+        *keys,
+        "actor_rollout_ref.actor.megatron.pad_to_length=False",
+        "actor_rollout_ref.actor.megatron.pad_bshd_to_minibatch_max=True",
+        "actor_rollout_ref.actor.megatron.dynamic_context_parallel=False",
+        "actor_rollout_ref.actor.optim.use_precision_aware_optimizer=False",
+        "actor_rollout_ref.actor.optim.exp_avg_dtype=fp32",
+    )
+    assert megatron.dropped == []
 
 
 def test_new_keys_that_change_the_run_are_refused_by_name(tmp_path: Path):

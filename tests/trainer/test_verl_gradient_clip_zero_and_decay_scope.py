@@ -52,9 +52,9 @@ def decay_notes(conversion) -> list[str]:
     [
         (GRPO_SCRIPT, f"{ACTOR}grad_clip=0"),
         (GRPO_SCRIPT, f"{ACTOR}optim.clip_grad=0.0"),
-        (GRPO_SCRIPT, f"{ACTOR}optim.grad_clip=-1"),
+        (GRPO_SCRIPT, f"+{ACTOR}optim.grad_clip=-1"),  # a key verl adds with +
         (SFT_SCRIPT, "optim.clip_grad=0"),
-        (SFT_SCRIPT, "optim.grad_clip=0.0"),
+        (SFT_SCRIPT, "+optim.grad_clip=0.0"),
     ],
 )
 def test_from_verl_lists_a_zero_clip_as_not_carried(tmp_path, text, key):
