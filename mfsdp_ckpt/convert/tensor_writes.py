@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.convert.export_errors import ExportVerifyError, NonFiniteError
 from mfsdp_ckpt.convert.export_result import ExportResult
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_verify import bit_pattern
+from mfsdp_ckpt.convert.export_verify import differing_bytes
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.storage.out_dir import OutputClaim
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -70,21 +70,24 @@ def write_all(
 def compare_written(
     file: Path, names_in_file: list[str], expected: Callable[[str], torch.Tensor]
 ) -> list[str]:
-    """Bit-for-bit comparison of each written tensor with a fresh computation of it."""
-    import torch
-    from safetensors import safe_open
+    """Bit-for-bit comparison of each written tensor with a fresh computation of it, the
+    written one read a piece at a time (`differing_bytes`): read whole through `safe_open`
+    beside the computed one, a merged export's --verify held twice its largest tensor, and
+    the mapped file besides."""
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 
+    written_file = SafetensorsSource(file.parent, only=file.name)
     problems = []
-    with safe_open(str(file), framework="pt") as handle:
-        present = set(handle.keys())
-        for name in names_in_file:
-            if name not in present:
-                problems.append(f"{name}: missing from {file}")
-                continue
-            written, wanted = handle.get_tensor(name), expected(name)
-            same = written.dtype == wanted.dtype and written.shape == wanted.shape
-            if not same or not torch.equal(bit_pattern(written), bit_pattern(wanted)):
-                problems.append(f"{name}: differs in {file} from what its sources give")
+    for name in names_in_file:
+        entry = written_file.tensors.get(name)
+        if entry is None:
+            problems.append(f"{name}: missing from {file}")
+            continue
+        wanted = expected(name)
+        same = entry.dtype.torch == wanted.dtype and entry.shape == tuple(wanted.shape)
+        if not same or differing_bytes(written_file, entry, wanted):
+            problems.append(f"{name}: differs in {file} from what its sources give")
+        del wanted  # before the next is computed: one at a time
     return problems
 
 
