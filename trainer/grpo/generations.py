@@ -11,11 +11,17 @@ means.
 Each rank holds its own share of the step's samples: they are gathered to rank 0 (rank
 order), which alone writes the file, whole or not at all (`run_files.replacing`), so a crash
 or full disk never leaves half a step, and a step trained again (a resume) replaces its file.
+
+Each line is strict JSON (RFC 8259): a NaN or infinity (a parquet ground truth may hold one)
+is written as null, where verl's `json.dumps` writes `NaN`, which Python reads but a strict
+parser (JavaScript's JSON.parse, Go, serde_json, DuckDB) refuses, losing the whole line; bytes
+are their UTF-8 text, else their bytes escaped as Python writes them (`\xff`), not `b'...'`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +73,30 @@ def dump_generations(directory: str | Path, step: int, rows: list[dict[str, Any]
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise RunFileError(f"{target}: cannot make the directory ({err.strerror or err})") from None
-    lines = (json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+    lines = (json_line(row) for row in rows)
     with replacing(target / f"{step}.jsonl", "write the step's generations") as out:
         out.write("".join(lines).encode("utf-8"))
+
+
+def json_line(row: dict[str, Any]) -> str:
+    """`row` as one line of strict JSON (`allow_nan=False` holds: `_json_safe` left no NaN)."""
+    return json.dumps(_json_safe(row), ensure_ascii=False, allow_nan=False, default=str) + "\n"
+
+
+def _json_safe(value: Any) -> Any:
+    """`value` with each non-finite float made None and bytes made text, through dicts,
+    lists, tuples and numpy values (what a ground truth read from parquet or JSONL holds)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    if hasattr(value, "tolist"):  # a numpy value or array, a tensor: its Python values
+        return _json_safe(value.tolist())
+    return value
