@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from trainer.config import ConfigError
+from trainer.env_ints import env_int
 from trainer.local_ranks import gpu_rank_problem
 
 Number = TypeVar("Number", int, float)
@@ -75,9 +76,9 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
     """Join the group RANK/WORLD_SIZE describe (torchrun's, `_joined_store`) or start a
     single-rank group on a free port."""
     device_type = resolve_device(device_choice)
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = env_int("LOCAL_RANK", 0)
     if device_type == "cuda":
-        check_gpus_for_local_ranks(int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+        check_gpus_for_local_ranks(env_int("LOCAL_WORLD_SIZE", 1, minimum=1))
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
