@@ -287,14 +287,20 @@ def _text(value: Any, column: str, role: str) -> str:
             f" to read in data.{role}_dict_keys (verl's, e.g. [{next(iter(value), 'text')}])"
         )
     shown = f" {shown_value(value)}" if _is_number(value) else ""
-    raise ChatFormatError(
-        f"the {role} ('{column}') is {_kind(value)}{shown}, not text{_number_hint(value)}"
-    )
+    hint = _number_hint(value, "the column", trained=True)
+    raise ChatFormatError(f"the {role} ('{column}') is {_kind(value)}{shown}, not text{hint}")
+
+
+# Types named in words, not by their Python name: "is a bytes" read as broken English
+_KINDS = {bytes: "binary data (bytes)", bytearray: "binary data (bytes)", type(None): "null"}
 
 
 def _kind(value: Any) -> str:
+    """What `value` is, for "is <kind>, not text": "an int", "binary data (bytes)"."""
+    if type(value) in _KINDS:
+        return _KINDS[type(value)]
     name = type(value).__name__
-    return "null" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def _is_number(value: Any) -> bool:
@@ -303,15 +309,23 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _number_hint(value: Any) -> str:
+def _number_hint(value: Any, where: str, *, trained: bool = False) -> str:
     """`; <what to do>` for a chat text that is a number, else "": which text it stands for
     is a guess (a float32 column's 0.3 reads 0.30000001192092896, an integer column with a
-    null in it holds 72 as 72.0), so the column is to be stored as the text meant."""
+    null in it holds 72 as 72.0), so `where` (the column, the content) is to be stored as
+    the text meant. Where earlier mfsdp versions `trained` on it (a prompt or response, as
+    `str(value)`), that text is named: a run they trained continues exactly only on it."""
     if not _is_number(value):
         return ""
+    earlier = (
+        f"; earlier mfsdp versions read it as {str(value)!r}: store that text to continue"
+        " such a run exactly"
+        if trained
+        else ""
+    )
     return (
-        "; store the column as text: a number's text is a guess (a float32 0.3 reads"
-        " 0.30000001192092896)"
+        f"; store {where} as text: a number's text is a guess (a float32 0.3 reads"
+        f" 0.30000001192092896){earlier}"
     )
 
 
@@ -336,11 +350,16 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
             raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r:.200}")
         content = turn["content"]
         calls_tools = tool_calls_without_content and content is None and turn.get("tool_calls")
+        if isinstance(content, float) and math.isnan(content):  # pandas' missing value
+            raise ChatFormatError(
+                f'a chat turn\'s content is {content}, a missing value (write "" for an empty'
+                f" one), found {turn!r:.200}"
+            )
         if not isinstance(turn["role"], str) or not (isinstance(content, str) or calls_tools):
             raise ChatFormatError(
                 f"a chat turn's role and content must be text (content may be null only"
                 f' in a turn with tool_calls; write "" for an empty one), found {turn!r:.200}'
-                f"{_number_hint(content)}"
+                f"{_number_hint(content, 'the content')}"
             )
         _check_role(turn["role"])
     return [dict(turn) for turn in turns]

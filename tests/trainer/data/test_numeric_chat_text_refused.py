@@ -82,8 +82,14 @@ def test_a_jsonl_number_is_refused(tmp_path, row, said):
         }
     message = _refusal(path, **keys)
     assert message.startswith(f"{path}:1: "), message
-    assert said in message and message.endswith(
-        f"{HINT}: a number's text is a guess (a float32 0.3 reads 0.30000001192092896)"
+    where = "the content" if "messages" in row else "the column"
+    assert (
+        said in message
+        and (
+            f"store {where} as text: a number's text is a guess (a float32 0.3 reads"
+            " 0.30000001192092896)"
+        )
+        in message
     ), message
 
 
