@@ -52,6 +52,9 @@ default changed what the record's settings train (`_LEGACY_VALUES`), it is the v
 trained as: a GRPO run on `seq-mean-token-sum-norm` recorded before `actor.loss_normalization`
 existed divided its loss by the micro-batch count, and resumed with the default `global` it
 went on 16 times smaller with no word, its config.yaml rewritten as if it had always been so.
+An SFT run recorded before `data.loss_normalization` trained as `global`: resumed with
+`micro_batch` (a re-converted verl `fsdp_sft_trainer` script sets it) it is told so, not only
+"new key".
 """
 
 from __future__ import annotations
@@ -92,10 +95,20 @@ def _loss_normalization_then(record: dict[str, Any]) -> str:
     return "micro_batch" if mode == "seq-mean-token-sum-norm" else "global"
 
 
+def _sft_loss_normalization_then(record: dict[str, Any]) -> str:
+    """How an SFT run recorded before `data.loss_normalization` existed normalized its loss:
+    by the global count of target tokens (`global`), whatever the record's settings; its
+    verl `fsdp_sft_trainer` conversion (now `micro_batch`) trained so too."""
+    return "global"
+
+
 # Keys added since some records were written whose default does not reproduce what such a
-# record trained: the value that does, from the record's own settings.
+# record trained, or whose other value changes it mid-run: the value that does, from the
+# record's own settings, so a change is named with what the earlier steps trained as
+# ("new key" said nothing of them).
 _LEGACY_VALUES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "actor.loss_normalization": _loss_normalization_then,
+    "data.loss_normalization": _sft_loss_normalization_then,
 }
 
 
