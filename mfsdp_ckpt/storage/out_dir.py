@@ -19,7 +19,7 @@ What a command that writes a directory (`export-hf`, `import-hf`) needs, in one 
   `<out>` meanwhile is never replaced. With `overwrite`, only the directory that was at
   `<out>` when the command started is replaced, and only when it is empty or what this
   command wrote there before (`replaceable`; by default a previous model export,
-  config.json plus safetensors, nothing of a checkpoint): the two are
+  config.json plus safetensors marked as an export's, nothing of a checkpoint): the two are
   swapped atomically with `RENAME_EXCHANGE`, the identity of what was swapped out is
   checked (swapped back if it is not the original), then it is deleted. At every instant
   `<out>` holds one whole version. One this user cannot delete (read-only) is refused
@@ -68,7 +68,7 @@ from mfsdp_ckpt.storage.out_lock import (
     hidden_name,
     release_out_lock,
 )
-from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE
+from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, carries_export_mark
 from mfsdp_ckpt.storage.tree_removal import failure_words, remove_tree, unremovable_dir
 from mfsdp_ckpt.storage.writable import not_a_directory
 
@@ -237,9 +237,12 @@ def remove_empty(made: list[Path]) -> None:
 def replaceable_problem(path: Path, writes: Collection[str] = ()) -> str | None:
     """Why --overwrite may not replace the directory at `path`, or None when it may: it is
     empty, or it is a previous export (a model's config.json and safetensors, or a PEFT
-    adapter's, and nothing but what an export writes: `model_files.is_export_file`).
-    Anything else is someone's data, never deleted: a model repo cloned with its `.git/`,
-    README and eval results, given as --out by a slip, lost all of them to an export.
+    adapter's, and nothing but what an export writes: `model_files.is_export_file`), whose
+    every top-level safetensors carries the mark the export's writer puts in its header
+    (`carries_export_mark`). Anything else is someone's data, never deleted: a model repo
+    cloned with its `.git/`, README and eval results, given as --out by a slip, lost all of
+    them to an export; a bare model dir (a download, the run's own base model) looks like an
+    export by its files alone, and was replaced by one.
     `writes`: the names this command writes at the top of its output besides those (the
     files an export copies whole from its checkpoint's own HF dir: a README, custom code,
     verl's `adapter/`), so that it can replace what it wrote before."""
@@ -264,6 +267,16 @@ def replaceable_problem(path: Path, writes: Collection[str] = ()) -> str | None:
     )
     if foreign:
         return f"holds what no export writes ({first_of(foreign, 3)})"
+    unmarked = sorted(
+        name
+        for name in entries
+        if name.endswith(".safetensors") and not carries_export_mark(path / name)
+    )
+    if unmarked:
+        return (
+            f"holds a Hugging Face model mfsdp export-hf did not write ({unmarked[0]} carries"
+            " no export mark; nor do exports made before 2026-12-06)"
+        )
     return None
 
 

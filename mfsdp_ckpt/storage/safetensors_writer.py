@@ -39,6 +39,12 @@ if TYPE_CHECKING:
 Spec = tuple[str, DType, tuple[int, ...]]  # one output tensor: name, dtype, shape
 SINGLE_FILE = "model.safetensors"
 _PWRITE_MAX = 1 << 30  # Linux caps one write at ~2 GiB; stay well under
+# Every file this writer makes (every export's weights) says so in its header's
+# `__metadata__`, first thing: `export-hf --overwrite` replaces a model dir only where its
+# weights carry it (`carries_export_mark`). By its files alone an earlier export looks like
+# any Hugging Face model dir, a download or the run's own base model among them.
+_METADATA = {"format": "pt", "written_by": "mfsdp export-hf"}
+_MARKED_START = json.dumps({"__metadata__": _METADATA}, separators=(",", ":")).encode()[:-1]
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ def _assign_shards(specs: list[Spec], max_shard_bytes: int) -> list[list[int]]:
 
 def _header(slots: list[Spec]) -> tuple[bytes, list[int]]:
     """The padded header and each tensor's offset relative to the data section."""
-    entries: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    entries: dict[str, object] = {"__metadata__": dict(_METADATA)}
     relative, position = [], 0
     for name, dtype, shape in slots:
         nbytes = math.prod(shape) * dtype.itemsize
@@ -90,6 +96,17 @@ def _header(slots: list[Spec]) -> tuple[bytes, list[int]]:
     raw = json.dumps(entries, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # data section 8-byte aligned, as safetensors writes it
     return len(raw).to_bytes(8, "little") + raw, relative
+
+
+def carries_export_mark(path: Path) -> bool:
+    """Whether the safetensors file at `path` was written by this writer: its header opens
+    with the `__metadata__` `_header` puts first. One that cannot be read does not."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8 + len(_MARKED_START) + 1)
+    except OSError:
+        return False
+    return head[8:-1] == _MARKED_START and head[-1:] in (b",", b"}")
 
 
 class ShardedSafetensorsWriter:

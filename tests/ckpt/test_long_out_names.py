@@ -5,6 +5,7 @@ import os
 
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.out_lock import lock_path_for, out_lock
+from tests.support.export_marks import marked_weights
 
 
 def _hidden_names(parent) -> list[str]:
@@ -19,7 +20,7 @@ def test_a_255_byte_out_is_claimed_and_published_twice(tmp_path):
             assert len(hidden) == 2 and lock_path_for(out).exists()
             assert all(len(os.fsencode(name)) <= 255 and name.isprintable() for name in hidden)
             (claim.tmp / "config.json").write_text("{}")
-            (claim.tmp / "model.safetensors").write_bytes(b"x")
+            marked_weights(claim.tmp)
             claim.publish()
     assert os.listdir(tmp_path) == [out.name]
 

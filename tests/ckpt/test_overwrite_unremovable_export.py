@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.export_marks import marked_weights
 from tests.support.paths import REPO, repo_env
 from tests.support.permissions import without_root_overrides
 
@@ -24,13 +25,14 @@ _EXPORT = r"""
 import json, sys
 from pathlib import Path
 from mfsdp_ckpt.storage import out_dir
+from tests.support.export_marks import marked_weights
 mode, out = sys.argv[1], Path(sys.argv[2])
 if mode == "race":
     out_dir.unremovable_dir = lambda root: None
 try:
     with out_dir.claim_output(out, overwrite=True, writes=["adapter"]) as claim:
         (claim.tmp / "config.json").write_text("{}")
-        (claim.tmp / "model.safetensors").write_bytes(b"new")
+        marked_weights(claim.tmp, "new")
         claim.publish()
     print(json.dumps({"error": None}))
 except out_dir.OutputDirError as err:
@@ -52,10 +54,19 @@ def _export(out: Path, mode: str = "checked") -> tuple[str | None, list[str]]:
     return json.loads(done.stdout)["error"], done.stderr.splitlines()
 
 
+def _tensor_of(out: Path) -> str:
+    """The one tensor's name in the export at `out` (`marked_weights`): which export it is."""
+    from safetensors import safe_open
+
+    with safe_open(out / "model.safetensors", "pt") as weights:
+        (name,) = weights.keys()
+    return name
+
+
 def _earlier_export(out: Path) -> Path:
     out.mkdir()
     (out / "config.json").write_text("{}")
-    (out / "model.safetensors").write_bytes(b"old")
+    marked_weights(out, "old")
     (out / "tokenizer.json").write_text("{}")
     (out / "adapter").mkdir()
     (out / "adapter" / "adapter_config.json").write_text("{}")
@@ -73,7 +84,7 @@ def test_a_read_only_earlier_export_is_refused_before_any_work(tmp_path):
     assert f"chmod u+rwx {out})" in error and "nothing was written" in error, error
     assert lines == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ex2"]  # no work dir, no lock
-    assert (out / "model.safetensors").read_bytes() == b"old"
+    assert _tensor_of(out) == "old"
 
 
 def test_a_read_only_folder_inside_it_is_named(tmp_path):
@@ -84,7 +95,7 @@ def test_a_read_only_folder_inside_it_is_named(tmp_path):
     finally:
         (out / "adapter").chmod(0o755)
     assert error is not None and f"chmod u+rwx {out / 'adapter'})" in error, error
-    assert (out / "model.safetensors").read_bytes() == b"old"
+    assert _tensor_of(out) == "old"
 
 
 def test_one_that_cannot_be_deleted_once_replaced_is_a_warning_until_removed(tmp_path):
@@ -93,7 +104,7 @@ def test_one_that_cannot_be_deleted_once_replaced_is_a_warning_until_removed(tmp
     try:
         error, lines = _export(out, "race")
         assert error is None
-        assert (out / "model.safetensors").read_bytes() == b"new"
+        assert _tensor_of(out) == "new"
         left = [p for p in tmp_path.iterdir() if p.name != "ex2"]
         assert len(left) == 1 and left[0].name.startswith(".ex2.export-tmp-"), left
         assert len(lines) == 1, lines

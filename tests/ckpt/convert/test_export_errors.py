@@ -19,6 +19,7 @@ from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.storage.out_dir import replaceable_problem
 from tests.support.export import save_single_process_checkpoint
+from tests.support.export_marks import marked_weights
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def test_existing_out_needs_overwrite_then_is_replaced(run_dir, tmp_path):
     assert _export(str(run_dir), "--out", str(out)).exit_code == 2  # empty: still needs --overwrite
     assert _export(str(run_dir), "--out", str(out), "--overwrite").exit_code == 0
     # an earlier export's other shards: what an export writes, replaced
-    (out / "model-00001-of-00002.safetensors").write_bytes(b"stale")
+    marked_weights(out, name="model-00001-of-00002.safetensors")
     result = _export(str(run_dir), "--out", str(out), "--overwrite")
     assert result.exit_code == 0, result.output
     assert not (out / "model-00001-of-00002.safetensors").exists()
@@ -344,7 +345,7 @@ def test_overwrite_replaces_an_earlier_adapter_only_export(tmp_path):
     out = tmp_path / "adapter"
     out.mkdir()
     (out / "adapter_config.json").write_text("{}")
-    (out / "adapter_model.safetensors").write_bytes(b"earlier")
+    marked_weights(out, name="adapter_model.safetensors")
     assert replaceable_problem(out) is None
     (out / "notes.txt").write_text("the user's")
     assert replaceable_problem(out) == "holds what no export writes (notes.txt)"
