@@ -1,14 +1,18 @@
 """Sizes and rates in the one-line summaries of export and import, readable at any size: a
 tiny model's export read "1.30 MiB in 0.4 s (0.00 GB/s)", which looks like nothing was
-written."""
+written. One unit system, decimal, as the progress bar above the summary counts bytes
+(`505M`), as the rate beside the size is said and as --max-shard-size reads sizes: the same
+504,909,824 bytes were `505M` in the bar and `481.52 MiB` next to `(271.9 MB/s)`."""
 
 from __future__ import annotations
 
 
 def human_bytes(count: int) -> str:
-    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so that small models
-    do not read 0.00 GB."""
-    return f"{count / 1e9:.2f} GB" if count >= 10**9 else f"{count / 2**20:.2f} MiB"
+    """GB from 1 GB up, MB from 1 MB, kB below (decimal, as `human_rate`), so that small
+    models do not read 0.00 GB."""
+    if count >= 10**9:
+        return f"{count / 1e9:.2f} GB"
+    return f"{count / 1e6:.2f} MB" if count >= 10**6 else f"{count / 1e3:.2f} kB"
 
 
 def human_rate(count: int, seconds: float) -> str:

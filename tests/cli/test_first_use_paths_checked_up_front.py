@@ -146,7 +146,7 @@ def test_a_small_export_and_import_show_a_rate_that_is_not_zero(tmp_path):
     )
     for done in (exported, imported):
         assert done.exit_code == 0, done.output
-        assert re.search(r" MiB in [\d.]+ s \([\d.]+ [kMG]B/s\)", done.stdout), done.stdout
+        assert re.search(r" [kMG]B in [\d.]+ s \([\d.]+ [kMG]B/s\)", done.stdout), done.stdout
         assert "0.00 GB/s" not in done.stdout
 
 
