@@ -82,7 +82,7 @@ def run() -> None:
         click.echo(err.format_message(), err=True)
         sys.exit(2)
     except click.UsageError as err:
-        where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
+        where = f"; see '{_command_path(err, args)} --help'"
         told = (
             _misplaced_option(err, options)
             or _misplaced_command(err)
@@ -272,6 +272,15 @@ def _value_of(flag: str, args: list[str]) -> str | None:
         if arg == flag and index + 1 < len(args) and not args[index + 1].startswith("-"):
             return args[index + 1]
     return None
+
+
+def _command_path(err: click.UsageError, args: list[str]) -> str:
+    """The command a usage error is about: its context's, or where click gives it none (an
+    option given without its value: click's parser raises that without one, and the line
+    went without its `see ... --help`) the command the words in `args` name."""
+    if err.ctx is not None:
+        return err.ctx.command_path
+    return " ".join(["mfsdp", *(command.name or "" for command in _named_command(app, args))])
 
 
 def _named_command(group: click.Command, args: list[str]) -> list[click.Command]:

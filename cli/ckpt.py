@@ -76,7 +76,9 @@ Examples:
 )
 @click.argument("path", type=READ_PATH)
 @ROLE_OPTION
-@json_option("Print one JSON object instead of a table.")
+@json_option(
+    "Print the description as one JSON object on stdout (a failure as {error, exit_code})."
+)
 @click.option(
     "--deep",
     is_flag=True,
@@ -109,7 +111,6 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
 
 {PATH_HELP}
 
-\b
 Checks: metadata readable (safely: nothing in it can run code); every referenced
 file present with the right size; chunks tile every tensor exactly; optimizer state
 shaped like its parameters (FSDP2's, torch's DCP recipe's `app.optim.state.` and
@@ -140,7 +141,8 @@ Examples:
 @click.option(
     "--strict",
     is_flag=True,
-    help="Treat warnings (unknown files, stale tracker) and a missing manifest as failures.",
+    help="Treat warnings (such as files the manifest does not list) and a missing manifest as"
+    " failures.",
 )
 @click.option(
     "--hf-config",
@@ -148,7 +150,7 @@ Examples:
     default=None,
     help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
 )
-@json_option("Print the report as JSON (for scripts and CI).")
+@json_option("Print the report as one JSON object on stdout (a failure as {error, exit_code}).")
 def validate(
     path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
 ) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.choice import Choice
-from cli.errors import EXIT_FAILED, GivenPath
+from cli.errors import EXIT_FAILED, GivenPath, fail
 
 
 @click.group()
@@ -77,5 +77,5 @@ def from_verl(source: str, command: str) -> None:
     if conversion.incomplete:
         unfinished.append(f"still to edit or add: {'; '.join(conversion.incomplete)}")
     if unfinished:
-        click.echo(f"from-verl: {'; '.join(unfinished)} (listed at the top)", err=True)
-        raise SystemExit(EXIT_FAILED)
+        # `error:` as every other command's exit-1 line: a script telling failures by it
+        fail(f"from-verl: {'; '.join(unfinished)} (listed at the top)", EXIT_FAILED)

@@ -147,8 +147,9 @@ _OUT = click.option(
     "--out",
     "out_dir",
     required=True,
+    metavar="DIR",
     type=GivenPath(file_okay=False),
-    help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet (made if missing; a table"
+    help="Writes DIR/sft/<split>.parquet and DIR/rl/<split>.parquet (made if missing; a table"
     " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )
 _SPLIT = click.option(
@@ -162,9 +163,11 @@ _OVERWRITE = click.option(
     "--overwrite",
     is_flag=True,
     help="Replace tables already at the paths this command writes (by default: exit 2 naming"
-    " the first). Only those files: nothing else in OUT is touched.",
+    " the first). Only those files: nothing else in DIR is touched.",
 )
-_JSON = json_option("Print the tables written as one JSON object (for scripts).")
+_JSON = json_option(
+    "Print the tables written as one JSON object on stdout (a failure as {error, exit_code})."
+)
 
 
 @data.command()
@@ -209,8 +212,9 @@ def math(
     "--out",
     "out_dir",
     required=True,
+    metavar="DIR",
     type=GivenPath(file_okay=False),
-    help="Writes OUT/sft/train.parquet and OUT/rl/{train,test}.parquet (made if missing; a table"
+    help="Writes DIR/sft/train.parquet and DIR/rl/{train,test}.parquet (made if missing; a table"
     " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Order of the problems.")

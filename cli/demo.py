@@ -49,6 +49,7 @@ RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR = "gsm8k_format", "data", "init_model", "sf
 @click.option(
     "--out",
     "out_dir",
+    metavar="DIR",
     type=GivenPath(file_okay=False),
     default=DEMO_DIR,
     show_default=True,
@@ -200,6 +201,7 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     _quiet_model_loading()
     from mfsdp_ckpt.check.validate import validate_checkpoint
     from mfsdp_ckpt.convert.export_hf import export_hf
+    from mfsdp_ckpt.convert.units import human_bytes
     from trainer.data.math_datasets import convert_files
     from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
 
@@ -247,6 +249,9 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
         str(EXAMPLE_CONFIG),
         *overrides,
     ]
+    # the stage is training from its first line on: a Ctrl-C while the import below loads
+    # torch (seconds) said "while writing the demo's data and model" under "train:"
+    phase.now = "train"
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
     from trainer.threads import configure_threads
 
@@ -255,7 +260,6 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     configure_threads(nproc, ranks_option="--nproc")
     env = dict(os.environ)
     env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
-    phase.now = "train"
     # in the user's directory (`--out` may be relative); the ranks' result is not the demo's
     code = run_ranks(command, ends_command=False, env=env)
     end_as_ranks_ended(code, phase.training_stopped)  # as `mfsdp train` ends
@@ -276,10 +280,7 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     if result.mismatches:
         _say(f"export-hf: {len(result.mismatches)} tensor(s) differ from the checkpoint")
         raise SystemExit(1)
-    _say(
-        f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} "
-        "(verified)"
-    )
+    _say(f"export-hf: {result.tensors} tensors, {human_bytes(result.bytes)} -> {hf_dir} (verified)")
 
     phase.now = GENERATING
     question = synthetic_arithmetic(1, seed=99)[0]["question"]

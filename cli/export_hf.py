@@ -117,9 +117,11 @@ _UNITS = ("KB", "MB", "GB", "TB")
     " model; a note says how many were left out. Without it such a checkpoint is refused"
     " (exit 1): the transformers models export writes have no MTP layers.",
 )
-@overwrite_option("Replace DIR if it is empty or an earlier export (once the new one is done).")
+@overwrite_option(
+    "Replace DIR if it is empty or an earlier export-hf output (once the new one is done)."
+)
 @allow_nonfinite_option("Export weights holding NaN/Inf (by default: exit 1 naming one).")
-@json_option("Print the summary as JSON.")
+@json_option("Print the summary as one JSON object on stdout (a failure as {error, exit_code}).")
 def export_hf(
     ckpt: str,
     out_dir: str,

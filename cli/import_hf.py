@@ -14,7 +14,12 @@ from trainer.progress import CallbackBar
 @click.command("import-hf")
 @click.argument("hf_dir", type=READ_PATH)
 @click.option(
-    "--out", "out_dir", required=True, type=GivenPath(file_okay=False), help="Directory to create."
+    "--out",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    type=GivenPath(file_okay=False),
+    help="Directory to create.",
 )
 @click.option(
     "--layout",
@@ -22,7 +27,7 @@ from trainer.progress import CallbackBar
     type=Choice(["mcore", "hf"]),
     default="mcore",
     show_default=True,
-    help="mcore: a Megatron-core fsdp_dtensor checkpoint (Megatron-LM, verl); OUT is the DCP dir. "
+    help="mcore: a Megatron-core fsdp_dtensor checkpoint (Megatron-LM, verl); DIR is the DCP dir. "
     "hf: an mfsdp run dir (step 0, manifest, huggingface/) that training starts from.",
 )
 @click.option(
@@ -57,14 +62,14 @@ from trainer.progress import CallbackBar
     "torch's names (bfloat16, float16, float32) work too.",
 )
 @overwrite_option(
-    "Replace OUT if it is an empty directory or an earlier import-hf output of the same "
+    "Replace DIR if it is an empty directory or an earlier import-hf output of the same "
     "--layout (only once the new checkpoint is complete); anything else there (a Hugging "
     "Face model dir, another checkpoint, other files) is never replaced."
 )
 @allow_nonfinite_option(
     "Import weights holding NaN/Inf (or overflowing --dtype) instead of failing."
 )
-@json_option("Print the summary as JSON.")
+@json_option("Print the summary as one JSON object on stdout (a failure as {error, exit_code}).")
 def import_hf(
     hf_dir: str,
     out_dir: str,
@@ -81,7 +86,7 @@ def import_hf(
     HF_DIR holds config.json and model.safetensors (or shards with model.safetensors.index.json);
     Qwen2/Qwen2.5, Qwen3, Llama 3, Mistral, tied or untied, and the mixture-of-experts
     Qwen3-MoE, Qwen2-MoE and Mixtral. Tensors stream one at a time (peak memory
-    about the largest tensor); OUT appears only when complete. A weight holding NaN/Inf stops
+    about the largest tensor); DIR appears only when complete. A weight holding NaN/Inf stops
     the import (as it stops export-hf). Exit 0 ok, 1 unreadable or inconsistent model, 2 bad
     usage.
 

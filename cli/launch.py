@@ -41,6 +41,7 @@ from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from trainer.env_ints import env_int
 from trainer.threads import CPU_RANKS_RULE
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
@@ -65,7 +66,9 @@ class Launch:
 
 
 # `--json` of every train command: the result, or a failure, as one JSON object on stdout
-TRAIN_JSON = json_option("Print the result as JSON on stdout (a failure as {error, exit_code}).")
+TRAIN_JSON = json_option(
+    "Print the result as one JSON object on stdout (a failure as {error, exit_code})."
+)
 
 
 def config_option(sections: str, trainer: str) -> Callable[[Callable], Callable]:
@@ -149,6 +152,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
     from trainer.config_kind import refuse_other_kind
+    from trainer.grpo.dump_dirs import check_dump_dirs
     from trainer.local_paths import (
         check_local_paths,
         check_no_variables,
@@ -184,6 +188,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other
     check_run_dir_holds_no_other_output(cfg.trainer.run_dir)
     check_run_dir_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
+    check_dump_dirs(cfg.trainer)  # GRPO's generation dumps: none in an SFT config
     return cfg
 
 
@@ -342,7 +347,7 @@ def start(
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     if launching:  # before torchrun starts a process per rank, each loading torch
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
-    local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    local_ranks = launch.nproc_per_node if launching else env_int("LOCAL_WORLD_SIZE", 1, minimum=1)
     configure_threads(local_ranks)
     _quiet_known_warnings()
     if launching:
@@ -354,7 +359,7 @@ def start(
         end_as_ranks_ended(code, lambda stopped: interrupted_run(cfg, logged_before, stopped))
         sys.exit(0)
     _quiet_library_bars(cfg)
-    if int(os.environ.get("RANK", 0)) == 0:
+    if env_int("RANK", 0) == 0:
         say_starting(subcommand, "loading torch and transformers")
 
 
@@ -379,7 +384,7 @@ def _quiet_library_bars(cfg: Any) -> None:
     are turned off too."""
     from trainer.progress import draws_bars
 
-    if int(os.environ.get("RANK", 0)) == 0 and draws_bars(cfg.trainer.progress_bar):
+    if env_int("RANK", 0) == 0 and draws_bars(cfg.trainer.progress_bar):
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if "huggingface_hub" in sys.modules:

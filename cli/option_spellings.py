@@ -3,8 +3,9 @@ without its option: which option of this command was meant.
 
 `mfsdp demo --nproc N` and `mfsdp train --nproc-per-node N` name one setting two ways, so a
 user of one typed the other's spelling and got click's bare "No such option"; `--output` and
-`-o` (most tools' spelling) got no guess at `--out`; and `export-hf CKPT hf/out`, `--out`
-forgotten, got "Missing option '--out'" with the path it was given left unmentioned.
+`-o` (most tools' spelling) got no guess at `--out`, nor `--force` and `-f` at `--overwrite`;
+and `export-hf CKPT hf/out`, `--out` forgotten, got "Missing option '--out'" with the path it
+was given left unmentioned.
 `cli.app` turns these into the usage error's one line.
 """
 
@@ -20,6 +21,8 @@ _SAME_OPTION: dict[str, tuple[str, ...]] = {
     "--output": ("--out",),
     "--output-dir": ("--out",),
     "-o": ("--out",),
+    "--force": ("--overwrite",),
+    "-f": ("--overwrite",),
 }
 
 

@@ -17,6 +17,7 @@ from cli.command_as_run import mfsdp_command
 from cli.errors import settle_command
 from cli.lines import say
 from cli.result_said import mark_result_said
+from trainer.env_ints import env_int
 
 
 def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
@@ -112,7 +113,7 @@ def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     (`settle_command`: a signal from here on changes nothing), and a launching `mfsdp`
     is told once it is printed (`mark_result_said`)."""
     settle_command()
-    if int(os.environ.get("RANK", 0)) != 0:
+    if env_int("RANK", 0) != 0:
         return
     if as_json:
         click.echo(json.dumps(summary))
@@ -121,9 +122,37 @@ def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     mark_result_said()
 
 
-def last_value(by_step: dict[int, float]) -> float | None:
-    """The newest step's value of a per-step series, None when the run logged none."""
-    return by_step[max(by_step)] if by_step else None
+def final_value(result: Any, by_step: dict[int, float], key: str) -> float | None:
+    """The newest value of a per-step series of `result`: this invocation's, or where it
+    logged none (a rerun of a finished run, "nothing left to train"; a resume whose steps
+    held no validation) the newest the run logged under `key` in its metrics.jsonl at or
+    before its final step, as docs/json.md defines the field: a script rerunning an
+    idempotent train command got null. None when the run never logged one."""
+    if by_step:
+        return by_step[max(by_step)]
+    return _logged_value(Path(result.run_dir), key, result.final_step)
+
+
+def _logged_value(run_dir: Path, key: str, up_to: int) -> float | None:
+    """`key`'s value in the newest record of `run_dir`'s metrics.jsonl at or before step
+    `up_to` that holds a number for it; None when none does or the file cannot be read."""
+    from mfsdp_ckpt.storage import safe_files
+    from trainer.metrics import METRICS_FILE, _lines, _record_of
+
+    found: float | None = None
+    try:
+        with os.fdopen(safe_files.open_regular(run_dir / METRICS_FILE), "rb") as handle:
+            for record, _pieces in _lines(handle, _record_of):
+                if record is None:
+                    continue
+                step, value = record.get("step"), record.get(key)
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                if isinstance(step, int) and step <= up_to:
+                    found = float(value)
+    except OSError:
+        return None
+    return found
 
 
 class FinalValue(NamedTuple):

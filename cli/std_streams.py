@@ -7,6 +7,11 @@ Worse, the closed descriptor numbers are free, so the next file the command open
 a checkpoint shard, an export's safetensors) becomes "stdout" or "stderr": a warning from
 C++ code, or a launched rank's output, would be written into it. The convention daemons
 follow fixes both: the missing descriptors are opened on /dev/null before anything else.
+
+Stdout is opened there read-only: a command's result that cannot be written is a failure,
+whether stdout is closed (`>&-`) or full (`>/dev/full`), not an exit 0 with the result lost.
+Writing it fails with EBADF, in this process and in the ranks it starts (which inherit it),
+and is said as a full stdout is (`stdout: cannot write the command's output`, exit 1).
 """
 
 from __future__ import annotations
@@ -15,19 +20,25 @@ import io
 import os
 import sys
 
-_STREAMS = ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w"))
+# descriptor, stream, the stream's mode and how /dev/null is opened for it
+_STREAMS = (
+    (0, "stdin", "r", os.O_RDWR),
+    (1, "stdout", "w", os.O_RDONLY),  # what is written fails: the result is not lost unsaid
+    (2, "stderr", "w", os.O_RDWR),
+)
 
 
 def ensure_standard_streams() -> None:
     """Open /dev/null on each of descriptors 0, 1 and 2 that is closed, and give Python a
-    stream on it: output asked to go nowhere goes nowhere, and no file takes those numbers."""
-    for fd, name, mode in _STREAMS:
+    stream on it: no file takes those numbers, stderr asked to go nowhere goes nowhere, and
+    a write to a closed stdout fails (EBADF) as one to a full one does."""
+    for fd, name, mode, flags in _STREAMS:
         try:
             os.fstat(fd)
             continue
         except OSError:
             pass
-        os.open(os.devnull, os.O_RDWR)  # the lowest free number: `fd`, as those below are open
+        os.open(os.devnull, flags)  # the lowest free number: `fd`, as those below are open
         stream = io.TextIOWrapper(io.FileIO(fd, mode, closefd=False))
         for attribute in (name, f"__{name}__"):
             if getattr(sys, attribute) is None:

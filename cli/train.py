@@ -8,7 +8,7 @@ import click
 
 from cli.errors import MfsdpGroup
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
-from cli.run_report import FinalValue, last_value
+from cli.run_report import FinalValue, final_value
 from cli.train_grpo import grpo
 
 
@@ -53,8 +53,10 @@ def train_sft(cfg: Any) -> tuple[Any, list[FinalValue]]:
 
     result = run_sft(cfg)
     return result, [
-        FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
-        FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
+        FinalValue("final_loss", "loss", final_value(result, result.losses, "train/loss"), ".4f"),
+        FinalValue(
+            "val_loss", "val loss", final_value(result, result.eval_losses, "val/loss"), ".4f"
+        ),
     ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
-from cli.run_report import FinalValue, last_value
+from cli.run_report import FinalValue, final_value
 
 
 @click.command()
@@ -44,6 +44,13 @@ def train_grpo(cfg: Any) -> tuple[Any, list[FinalValue]]:
 
     result = run_grpo(cfg)
     return result, [
-        FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
-        FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
+        FinalValue(
+            "reward_mean", "reward", final_value(result, result.rewards, "reward/mean"), ".3f"
+        ),
+        FinalValue(
+            "val_accuracy",
+            "val accuracy",
+            final_value(result, result.val_accuracy, "val/accuracy"),
+            ".3f",
+        ),
     ]

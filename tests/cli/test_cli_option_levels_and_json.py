@@ -85,11 +85,9 @@ def test_an_option_of_a_nested_group_level_names_that_level(monkeypatch, capsys)
 def test_json_spelled_with_a_value_still_answers_in_json(monkeypatch, capsys, words):
     code, out, err = _run_main(monkeypatch, capsys, *words, "--json=yes")
     assert code == 2
-    assert json.loads(out) == {
-        "error": "Option '--json' does not take a value",
-        "exit_code": 2,
-    }
-    assert err == "error: Option '--json' does not take a value\n"
+    said = f"Option '--json' does not take a value; see 'mfsdp {' '.join(words)} --help'"
+    assert json.loads(out) == {"error": said, "exit_code": 2}
+    assert err == f"error: {said}\n"
 
 
 def test_json_with_no_command_names_one_that_takes_it(monkeypatch, capsys):

@@ -54,7 +54,7 @@ def test_the_exit_and_the_last_line_name_it(tmp_path):
     done = mfsdp("config", "from-verl", str(script))
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        "from-verl: still to edit or add: --config-path cfg, --config-name my_grpo"
+        "error: from-verl: still to edit or add: --config-path cfg, --config-name my_grpo"
         " (listed at the top)"
     )
 

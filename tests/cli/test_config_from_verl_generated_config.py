@@ -18,4 +18,4 @@ def test_verls_generated_config_prints_with_the_estimator_named():
         " algorithm.adv_estimator=grpo" in done.stdout
     )
     assert "\nactor:\n  ppo_mini_batch_size: 256\n" in done.stdout
-    assert done.stderr == "from-verl: 2 key(s) not carried over (listed at the top)\n"
+    assert done.stderr == "error: from-verl: 2 key(s) not carried over (listed at the top)\n"

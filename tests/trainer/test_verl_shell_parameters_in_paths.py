@@ -75,7 +75,7 @@ def test_from_verl_names_a_value_left_to_edit_and_fails(tmp_path):
     done = mfsdp("config", "from-verl", str(script))
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "from-verl: still to edit or add: trainer.run_dir=$2 (listed at the top)"
+        "error: from-verl: still to edit or add: trainer.run_dir=$2 (listed at the top)"
     ]
     assert "# trainer.run_dir=$2: an argument the script is run with: edit the value" in (
         done.stdout
