@@ -581,13 +581,22 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
 
 
 def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> CheckpointPaths:
-    """A directory holding runs (`runs_held`): exactly one resolves to it, with a note;
-    several are listed."""
+    """A directory holding runs (`runs_held`) or DCP dirs of their own (`import-hf --layout
+    mcore` writes one): exactly one resolves to it, with a note; several are listed. Runs
+    alone were counted, so a run beside such a checkpoint was "one run" (the other never
+    named) and a dir holding only such a checkpoint was "not a checkpoint"."""
+    dcp_dirs = [
+        given / name
+        for name in names
+        if not name.startswith(".") and is_dir(given / name) and is_dcp(given / name)
+    ]
     runs = runs_held(given, names)
-    if not runs:
+    held = runs + [path for path in dcp_dirs if path not in runs]
+    if not held:
         raise not_a_checkpoint(given)
-    if len(runs) > 1:
-        shown = first_of(runs, MAX_RUNS_LISTED)
-        raise CheckpointPathError(f"{given}: holds {len(runs)} runs; give one of them ({shown})")
-    paths = resolve_checkpoint(runs[0], role=role, _depth=1)
-    return noted(paths, f"{given} holds one run: reading {runs[0]}")
+    what = "checkpoint" if dcp_dirs else "run"
+    if len(held) > 1:
+        shown = first_of(held, MAX_RUNS_LISTED)
+        raise CheckpointPathError(f"{given}: holds {len(held)} {what}s; give one of them ({shown})")
+    paths = resolve_checkpoint(held[0], role=role, _depth=1)
+    return noted(paths, f"{given} holds one {what}: reading {held[0]}")
