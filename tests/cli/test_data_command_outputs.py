@@ -67,7 +67,7 @@ def test_a_second_run_into_one_out_is_refused_until_overwrite(tmp_path):
     before = _files(out)
     code, _stdout, stderr = run_cli("data", "synthetic", "--out", out, "--seed", "1")
     assert code == 2
-    one_error(stderr, "already exists; --overwrite replaces it")
+    one_error(stderr, "already exists (pass --overwrite to replace it)")
     assert _files(out) == before
     code, _stdout, stderr = run_cli("data", "synthetic", "--out", out, "--seed", "1", "--overwrite")
     assert code == 0, stderr

@@ -664,7 +664,7 @@ def refuse_replacing(paths: list[Path], overwrite: bool) -> None:
                 " (move it away, or choose another --out)"
             )
         if not overwrite:
-            raise DataFileError(f"{path}: already exists; --overwrite replaces it")
+            raise DataFileError(f"{path}: already exists (pass --overwrite to replace it)")
 
 
 def _remove_dead_temps(path: Path) -> None:
