@@ -136,20 +136,16 @@ def final_value(result: Any, by_step: dict[int, float], key: str) -> float | Non
 def _logged_value(run_dir: Path, key: str, up_to: int) -> float | None:
     """`key`'s value in the newest record of `run_dir`'s metrics.jsonl at or before step
     `up_to` that holds a number for it; None when none does or the file cannot be read."""
-    from mfsdp_ckpt.storage import safe_files
-    from trainer.metrics import METRICS_FILE, _lines, _record_of
+    from trainer.metrics import logged_records
 
     found: float | None = None
     try:
-        with os.fdopen(safe_files.open_regular(run_dir / METRICS_FILE), "rb") as handle:
-            for record, _pieces in _lines(handle, _record_of):
-                if record is None:
-                    continue
-                step, value = record.get("step"), record.get(key)
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                if isinstance(step, int) and step <= up_to:
-                    found = float(value)
+        for record in logged_records(run_dir):
+            step, value = record.get("step"), record.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if isinstance(step, int) and step <= up_to:
+                found = float(value)
     except OSError:
         return None
     return found

@@ -319,6 +319,21 @@ def _record_of(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def logged_records(run_dir: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Each record in `run_dir`'s metrics.jsonl, in order (none when there is no file), read
+    as `drop_steps_after` reads it: a regular file (never a FIFO, which blocked a reader for
+    ever), a line at a time, none held past MAX_RECORD_BYTES, each parsed bounded
+    (`_record_of`); a line that is no record (a torn write, an edit, a longer line) is
+    skipped, as the step counting skips it."""
+    path = Path(run_dir) / METRICS_FILE
+    if not os.path.lexists(path):
+        return
+    with os.fdopen(safe_files.open_regular(path), "rb") as handle:
+        for record, _pieces in _lines(handle, _record_of):
+            if record is not None:
+                yield record
+
+
 def metrics_size(run_dir: str | os.PathLike) -> int:
     """How many bytes metrics.jsonl holds now (0 when there is none): the launching process
     notes it before its ranks start, so that `last_logged_step` reads only the lines they add
