@@ -11,9 +11,14 @@ from difflib import get_close_matches
 from typing import Any
 
 from trainer import verl_keys
-from trainer.verl_hydra_files import TRAINER_DEFAULTS, selected_group, selects_megatron
+from trainer.verl_hydra_files import (
+    MODULE_CONFIGS,
+    TRAINER_DEFAULTS,
+    selected_group,
+    selects_megatron,
+)
 from trainer.verl_megatron_optim import MEGATRON_ENGINE_ONLY, OPTIMIZER_OVERRIDES
-from trainer.verl_rules import ACTOR, normalise
+from trainer.verl_rules import ACTOR, ignored_note, normalise
 
 
 def in_order(
@@ -97,7 +102,27 @@ _SFT_OWN_OPTIM = {
     ),
     "sft_trainer_engine": frozenset(),
 }
+# verl's legacy fsdp_sft_trainer's `data:` section: the keys of sft_trainer.yaml's, over its
+# versions until 4c8101dd2 removed the trainer, which Hydra's struct takes there
+_LEGACY_SFT_DATA = frozenset(
+    {
+        *("train_batch_size", "micro_batch_size", "micro_batch_size_per_gpu", "train_files"),
+        *("val_files", "train_max_samples", "val_max_samples", "prompt_key", "response_key"),
+        *("prompt_dict_keys", "response_dict_keys", "multiturn", "max_length", "truncation"),
+        *("balance_dp_token", "chat_template", "custom_cls", "use_shm"),
+        "apply_chat_template_kwargs",
+    }
+)
+# Per trainer config: (the data keys its struct takes, the keys of verl's other SFT trainer
+# that set an mfsdp key but that this trainer and the datasets it builds never read, even
+# added with `+`). fsdp_sft_trainer forms micro-batches of micro_batch_size_per_gpu rows
+# whatever `+data.use_dynamic_bsz=True` says; carried over, it turned packing on here.
+_TRAINER_DATA = {
+    "sft_trainer": (_LEGACY_SFT_DATA, frozenset({"use_dynamic_bsz", "max_token_len_per_gpu"})),
+}
 _ACTOR = ("actor", ACTOR.rstrip("."))  # main_ppo's actor file: (group, package)
+# the trainer module of each trainer config, to name it
+_TRAINER_MODULES = {config: module for module, config in MODULE_CONFIGS.items()}
 _ENGINE = ("model_engine", "model_engine")
 
 
@@ -125,40 +150,62 @@ def optimizer_section(
 
 def struct_refusals(
     pairs: list[tuple[str, Any]], selected: list[tuple[str, Any]], config: str | None
-) -> tuple[list[tuple[str, Any]], list[str]]:
+) -> tuple[list[tuple[str, Any]], list[str], list[str]]:
     """`pairs` less the keys verl's struct config refuses without Hydra's `+` (verl then
     does not start: "Key '...' is not in struct"), and "key=value: why" for each: a key
     under `optim.override_optimizer_config` (null or `{}` in verl's optimizer files); a
     key of the optimizer section that the optimizer file verl's `config` merges in under
     the selections `selected` lacks (`optimizer_section`: Megatron's `optim.lr_decay_style`
-    on SFT's FSDP optimizer converted at exit 0 as a cosine schedule); and a key only
+    on SFT's FSDP optimizer converted at exit 0 as a cosine schedule); a key only
     Megatron's engine has (`engine.use_megatron_fsdp`) on an SFT run whose engine file is
     not Megatron's (no `engine=megatron` selection among `selected`, no Megatron trainer
-    `config`). Read as given, such a key was taken as proof of the Megatron backend, and
-    Megatron's betas replaced the run's."""
+    `config`): read as given, such a key was taken as proof of the Megatron backend, and
+    Megatron's betas replaced the run's; and a `data.*` key the trainer's data section
+    lacks (`_TRAINER_DATA`). Last, the notes on the keys added with `+` that the trainer
+    never reads (`_TRAINER_DATA`), left out of `pairs` as verl trains without them."""
     megatron_engine = any(selects_megatron(key, option) for key, option in selected) or (
         config is not None and "megatron" in config
     )
     optimizer = optimizer_section(config, selected)
+    data_keys, unread = _TRAINER_DATA.get(config or "", (None, frozenset()))
     kept: list[tuple[str, Any]] = []
     refused: list[str] = []
+    notes: list[str] = []
     for key, value in pairs:
-        where = None if key.startswith("+") else _not_in_struct(key, optimizer, megatron_engine)
-        if where is None:
-            kept.append((key, value))
-            continue
-        refused.append(
-            f"{key}={value}: verl refuses it and does not start (Hydra: Key"
-            f" '{key.split('.')[-1]}' is not in struct): {where}; add a key with +{key}=..."
+        name = key.lstrip("+")
+        where = (
+            None
+            if key.startswith("+")
+            else _not_in_struct(key, optimizer, megatron_engine, (config, data_keys))
         )
-    return kept, refused
+        if where is None and _data_name(name) in unread:
+            notes.append(ignored_note(name, f"{_TRAINER_MODULES[str(config)]} does not read it"))
+        elif where is None:
+            kept.append((key, value))
+        else:
+            refused.append(
+                f"{key}={value}: verl refuses it and does not start (Hydra: Key"
+                f" '{key.split('.')[-1]}' is not in struct): {where}; add a key with +{key}=..."
+            )
+    return kept, refused, notes
+
+
+def _data_name(key: str) -> str | None:
+    """The name under `data.` of the key `key` (`multiturn` of `data.multiturn.enable`),
+    None for a key of another section."""
+    section, _, rest = key.partition(".")
+    return rest.split(".")[0] if section == "data" and rest else None
 
 
 def _not_in_struct(
-    key: str, optimizer: tuple[str, str, frozenset[str]] | None, megatron_engine: bool
+    key: str,
+    optimizer: tuple[str, str, frozenset[str]] | None,
+    megatron_engine: bool,
+    data: tuple[str | None, frozenset[str] | None],
 ) -> str | None:
     """Why verl's struct config has no `key` (given without `+`), or None where it has it or
-    that is not known here."""
+    that is not known here. `data`: the trainer config and its data section's keys (None:
+    not known)."""
     read_as = normalise(key)
     parts = read_as.split(".")
     if read_as.startswith(OPTIMIZER_OVERRIDES + "."):
@@ -166,6 +213,16 @@ def _not_in_struct(
     engine_only = parts[0] == "engine" and len(parts) > 1 and parts[1] in MEGATRON_ENGINE_ONLY
     if engine_only and not megatron_engine:
         return "verl's engine file here is not Megatron's (select it with engine=megatron)"
+    config, data_keys = data
+    name = _data_name(key)
+    if data_keys is not None and name is not None and name not in data_keys:
+        close = get_close_matches(name, sorted(data_keys), n=3)
+        guess = f" (did you mean {', '.join(close)}?)" if close else ""
+        trainer = _TRAINER_MODULES[str(config)]
+        return (
+            f"this run's data section is {trainer}'s (verl's {config}.yaml), which has no"
+            f" {name}{guess}"
+        )
     if optimizer is not None:
         section, file, keys = optimizer
         name = key.removeprefix(section + ".").split(".")[0]

@@ -168,9 +168,9 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
         # the overrides as Hydra leaves them: in order, and only the keys its struct takes
         pairs, deleted, order_notes = verl_hydra_order.in_order(command, pairs)
-        pairs, struct = verl_hydra_order.struct_refusals(pairs, selected, config)
+        pairs, struct, unread = verl_hydra_order.struct_refusals(pairs, selected, config)
         refused += deleted + struct
-        script_notes += order_notes
+        script_notes += order_notes + unread
         # the selections say the backend as the config's files do (`model_engine=megatron`)
         backend = _backend_of([config]) + selected
     # a config file of the user's that verl merges in may set any key: verl's defaults are
@@ -417,7 +417,7 @@ _NORMALIZATION = "actor.loss_normalization"
 _UNSET_WORKER = (
     f"{_NORMALIZATION}=global (mfsdp's default: verl's engine workers) as the source sets no"
     " trainer.use_legacy_worker_impl, whose default (auto) ran verl's legacy actor until verl"
-    " made disable its default (63e8a0d16, 2026-03-26):"
+    " made `disable` its default (63e8a0d16, 2026-03-26):"
     f" {_NORMALIZATION}=micro_batch weighs the loss as that actor did (each micro-batch's own"
     " mean, averaged; with seq-mean-token-sum-norm, only a verl before b8d91ef8d, 2026-02-26:"
     " from it on that actor trained global's)"

@@ -70,10 +70,21 @@ WEIGHT_SYNC = (
     "how verl moves weights into its engine; the engine here gets the actor's weights before"
     " each rollout"
 )
-# what verl's use_remove_padding switches, decided here by data.packing (verl's data.pad_mode)
+# what verl's use_remove_padding switches, decided here by data.packing, which verl's
+# data.use_dynamic_bsz sets (its data.pad_mode does not: PAD_MODE)
 PADDING = (
-    "padding follows data.packing here (SFT packs without padding unless data.packing=false or"
-    " verl's data.pad_mode=right; GRPO pads each micro-batch to its longest sequence)"
+    "padding follows data.packing here (SFT packs without padding unless data.packing=false,"
+    " which verl's data.use_dynamic_bsz=False sets, not its data.pad_mode; GRPO pads each"
+    " micro-batch to its longest sequence)"
+)
+# verl's sft_trainer: pad_mode is how each micro-batch holds its sequences (its collator and
+# engine: nested and packed, or each padded to data.max_length), use_dynamic_bsz how the
+# micro-batches are formed (token budget or micro_batch_size_per_gpu rows). The loss masks
+# the padding, so only the second changes what trains together, and data.packing follows it
+PAD_MODE = (
+    "how verl lays out the sequences inside a micro-batch (no_padding: packed, right: each"
+    " padded to data.max_length): speed and memory only, the loss masks padding; data.packing"
+    " here follows data.use_dynamic_bsz, which decides how micro-batches are formed"
 )
 
 # every key under each of these (a key of `trainer.verl_off_keys` under one is read there)

@@ -25,7 +25,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.grpo.aggregation import LOSS_AGG_MODES
-from trainer.verl_inert_keys import INERT_KEYS, PADDING
+from trainer.verl_inert_keys import INERT_KEYS, PAD_MODE, PADDING
 from trainer.verl_off_keys import HF_MODELS, MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 
 log = logging.getLogger("mfsdp.config")
@@ -123,6 +123,12 @@ def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
 WORKER_IMPL = "trainer.use_legacy_worker_impl"
 SUM_NORM = "seq-mean-token-sum-norm"
 _BY_VERSION = "the config cannot say which verl ran it"
+# the refusal reads the command's keys only, not the run it may resume, whose config.yaml
+# records the value its steps trained with: the way to keep it is said for every run
+_RESUMED = (
+    "; to resume a run, give the actor.loss_normalization its RUN_DIR/config.yaml records"
+    " (left out, the resumed steps train mfsdp's default, global)"
+)
 
 
 def _worker_normalization(value: Any) -> dict[str, Any]:
@@ -157,13 +163,14 @@ def worker_version_refusal(value: Any, loss_agg_mode: Any) -> str | None:
             " trains; from b8d91ef8d on their mean over its responses"
             f" (actor.loss_normalization=global); {_BY_VERSION}: give"
             " actor.loss_normalization=global in its place if that verl was b8d91ef8d or later"
+            + _RESUMED
         )
     return (
         f"{mode} verl's legacy actor trained by its version: before verl b8d91ef8d (2026-02-26)"
         " the sum of each micro-batch's token sums over L (actor.loss_normalization=micro_batch);"
         " from b8d91ef8d until verl removed the legacy actor (044bbba27, 2026-04-20) their mean"
         " over the micro-batch's responses (actor.loss_normalization=global);"
-        f" {_BY_VERSION}: give actor.loss_normalization in its place"
+        f" {_BY_VERSION}: give actor.loss_normalization in its place{_RESUMED}"
     )
 
 
@@ -235,12 +242,6 @@ def _strategy(value: Any) -> dict[str, Any]:
     if value is False:
         return {}
     raise Unsupported("use_megatron_fsdp is True (strategy.name=megatron_fsdp) or False")
-
-
-def _pad_mode(value: Any) -> dict[str, Any]:
-    if value in ("no_padding", "right"):
-        return {"data.packing": value == "no_padding"}
-    raise Unsupported("data.pad_mode here is no_padding (packed) or right (padded)")
 
 
 LORA_KEYS = ("lora_rank", "lora_alpha", "target_modules", "lora_adapter_path")  # same names here
@@ -644,7 +645,13 @@ RULES: dict[str, Rule] = {
     "data.micro_batch_size_per_gpu": Rule("data.micro_batch_size", commands=("sft",)),
     "data.use_dynamic_bsz": Rule("data.packing", commands=("sft",)),
     "data.max_token_len_per_gpu": Rule("data.max_tokens_per_micro_batch", commands=("sft",)),
-    "data.pad_mode": Rule("data.packing", _pad_mode, commands=("sft",)),
+    # how a micro-batch lays out its sequences, not how micro-batches form: no mfsdp key
+    "data.pad_mode": Rule(
+        None,
+        _only(("no_padding", "right"), "data.pad_mode is no_padding or right (verl's values)"),
+        why=PAD_MODE,
+        commands=("sft",),
+    ),
     "data.multiturn.messages_key": Rule("data.messages_key", commands=("sft",)),
     # trainer
     "trainer.total_epochs": Rule("trainer.epochs"),
