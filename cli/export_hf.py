@@ -118,7 +118,8 @@ _UNITS = ("KB", "MB", "GB", "TB")
     " (exit 1): the transformers models export writes have no MTP layers.",
 )
 @overwrite_option(
-    "Replace DIR if it is empty or an earlier export-hf output (once the new one is done)."
+    "Replace DIR if it is empty or an earlier export-hf output (once the new one is done;"
+    " exports made before 2026-12-06 carry no export mark and are refused)."
 )
 @allow_nonfinite_option("Export weights holding NaN/Inf (by default: exit 1 naming one).")
 @json_option("Print the summary as one JSON object on stdout (a failure as {error, exit_code}).")
