@@ -86,17 +86,14 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
 
 
 def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> None:
-    """What a runner asks before it builds its models: whether its model states can fit
-    (`warn_of_model_states`), and the step to resume. Refuse the step `checkpoint.resume`
-    names for what `TrainingRun.open` checks of it without a model
-    (`trainer.resume.resume_target`: another trainer's layout, another kind of run, another
-    model config, ...), for a runner to ask before it builds its models and anything that
-    writes into the run dir: GRPO's rollout engine took minutes to start and
+    """Refuse the step `checkpoint.resume` names for what `TrainingRun.open` checks of it
+    without a model (`trainer.resume.resume_target`: another trainer's layout, another kind
+    of run, another model config, ...), for a runner to ask before it builds its models and
+    anything that writes into the run dir: GRPO's rollout engine took minutes to start and
     left its model dir in a verl run dir given as the step to resume, before the refusal
     that `TrainingRun.open` makes again when it loads the step. Every rank asks alike. So is
     a config.yaml in the run dir that the run would replace and must not (`own_config_note`:
     a file of the user's, the --config file itself included), fresh start or resume."""
-    warn_of_model_states(kind, cfg, hf_config)
     run_dir = Path(cfg.trainer.run_dir)
     with raised_by_every_rank():
         found = resume_target(run_dir, cfg.checkpoint.resume, kind, hf_config.to_dict())

@@ -48,6 +48,7 @@ from trainer.runner import (
     check_resume_target,
     planned_steps,
     run_in_process_group,
+    warn_of_model_states,
 )
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -256,6 +257,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     total_steps = planned_steps(
         cfg, "data.global_batch_size", batch_size, len(train), "training rows"
     )
+    warn_of_model_states(SFT_RUN, cfg, hf_config)  # before the model is built
     check_resume_target(SFT_RUN, cfg, hf_config)  # before the model is built
     strategy = make_strategy(cfg.strategy, env)
     model = strategy.wrap(build_model(cfg.model, hf_config, env.device, cfg.trainer.seed))

@@ -77,6 +77,7 @@ from trainer.runner import (
     check_resume_target,
     planned_steps,
     run_in_process_group,
+    warn_of_model_states,
 )
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -555,6 +556,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     total_steps = planned_steps(
         cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
     )
+    warn_of_model_states(GRPO_RUN, cfg, hf_config)  # before the model is built
     check_resume_target(GRPO_RUN, cfg, hf_config)  # before the models, the engine and its files
     scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s, cfg.reward.kwargs)
     # hashed while the models build; LoRA: the reference is the actor with its adapter off
