@@ -8,7 +8,7 @@ that the source does not set, with a note; `mfsdp train` on its own keeps mfsdp'
 (docs/verl.md lists both).
 
 Only keys whose default changes what is trained or how the run goes are here (batch sizes,
-epochs, the KL loss, warm-up, data columns, validation before training, activation
+epochs, the KL loss, warm-up, data columns, validation before and after training, activation
 checkpointing, and how fsdp_sft_trainer forms and weighs its micro-batches, which no key of
 verl's sets); names (`project_name`), trackers (`logger`: wandb needs a key), paths and
 devices stay mfsdp's. Values are those of verl's trainer/config files: main_ppo's
@@ -34,10 +34,12 @@ class Default:
 
     def said(self) -> str:
         """verl's default as the note on it written names it: by the key the source does not
-        set, or by what it stands for where no key of verl's sets it."""
+        set (with what its value there does, where that key is not this one's), or by what
+        it stands for where no key of verl's sets it."""
         if self.verl_key is None:
             return f"({self.how})"
-        return f"({self.verl_key}), which the source does not set"
+        how = f": {self.how}" if self.how else ""
+        return f"({self.verl_key}{how}), which the source does not set"
 
 
 _VERL_CHECKPOINTING = "model.enable_gradient_checkpointing"
@@ -59,6 +61,12 @@ TRAINERS: dict[str, tuple[Default, ...]] = {
         Default("rollout.n", "actor_rollout_ref.rollout.n", 1),
         Default("data.filter_overlong_prompts", "data.filter_overlong_prompts", False),
         Default("trainer.val_before_train", "trainer.val_before_train", True),
+        Default(
+            "trainer.val_after_last_step",
+            "trainer.test_freq",
+            False,
+            how="-1, with which main_ppo never validates after a step, the last included",
+        ),
         Default("trainer.epochs", "trainer.total_epochs", 30),
         Default(_CHECKPOINTING.key, "actor_rollout_ref." + _VERL_CHECKPOINTING, True),
     ),

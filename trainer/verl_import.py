@@ -80,6 +80,20 @@ _SHARED_WITH_VERL = {
         *("data.val_max_samples", "trainer.val_before_train"),
     },
 }
+# keys of mfsdp's name that verl's trainers for the command never read: said ignored, never
+# carried over as the mfsdp key they spell (verl's SFT `data.micro_batch_size` set mfsdp's
+# micro-batch size, which data.loss_normalization=micro_batch weighs by, where verl's
+# micro-batches are micro_batch_size_per_gpu rows)
+_UNREAD_BY_VERL = {
+    "sft": {
+        "data.micro_batch_size": (
+            "verl's SFT trainers form their micro-batches of data.micro_batch_size_per_gpu"
+            " rows and have not read this deprecated global count since verl f2a76acd9"
+            " (2025-01)"
+        ),
+    },
+    "grpo": {},
+}
 
 
 class VerlMemoryError(MfsdpFailedError):
@@ -173,6 +187,8 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += order_notes + unread
         # the selections say the backend as the config's files do (`model_engine=megatron`)
         backend = _backend_of([config]) + selected
+    tree, pairs, unread = _unread_by_verl(command, tree, pairs)
+    script_notes += unread
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete, backend)
@@ -188,9 +204,30 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         item
         for item in to_check
         if not verl_keys.ignored_at_any_value(command, item.partition("=")[0])
+        and item.partition("=")[0].lstrip("+") not in _UNREAD_BY_VERL[command]
     ]
     conversion.incomplete = list(dict.fromkeys(incomplete + to_check + conversion.incomplete))
     return conversion
+
+
+def _unread_by_verl(
+    command: str, tree: dict[str, Any], pairs: list[tuple[str, Any]]
+) -> tuple[dict[str, Any], list[tuple[str, Any]], list[str]]:
+    """`tree` and `pairs` less the keys verl's trainers never read (`_UNREAD_BY_VERL`, `+`
+    or not), with a note for each key left out."""
+    unread = _UNREAD_BY_VERL[command]
+    kept = [(key, value) for key, value in pairs if key.lstrip("+") not in unread]
+    found = [key.lstrip("+") for key, _value in pairs if key.lstrip("+") in unread]
+    for name in unread:
+        *sections, leaf = name.split(".")
+        values: Any = tree
+        for section in sections:
+            values = values.get(section) if isinstance(values, dict) else None
+        if isinstance(values, dict) and leaf in values:
+            del values[leaf]
+            found.append(name)
+    notes = [verl_rules.ignored_note(name, unread[name]) for name in dict.fromkeys(found)]
+    return tree, kept, notes
 
 
 def _launch_flags(
@@ -266,8 +303,8 @@ def _defaults_notes(defaults: list[Any], command: str) -> tuple[list[str], list[
     own = [verl_hydra_files.shown_entry(entry) for entry in defaults if entry not in verl]
     shown = [verl_hydra_files.shown_entry(entry) for entry in verl if entry != "_self_"]
     notes = []
-    if shown:
-        notes.append(f"defaults: {', '.join(shown)}: {verl_defaults_words(command)}")
+    if shown:  # verl's defaults are written only where no file of the user's is merged in
+        notes.append(f"defaults: {', '.join(shown)}: {verl_defaults_words(command, not own)}")
     if own:
         notes.append(
             f"defaults: {', '.join(own)}: Hydra merges those files of yours into this one"
@@ -328,7 +365,7 @@ def _convert(
     (`_verl_defaults`); the result is checked whole. `backend`: keys the run has from the
     files Hydra merges in (`_backend_of`), read by the rules but not carried over; the
     run's own keys win over them."""
-    from trainer.config import ConfigError, config_from_tree, config_to_dict, set_dotted
+    from trainer.config import set_dotted
 
     cls = config_class(command)
     conversion = Conversion(command, tree)
@@ -336,7 +373,9 @@ def _convert(
     log = logging.getLogger("mfsdp.config")
     log.addHandler(collected)
     propagate, log.propagate = log.propagate, False
-    given = verl_keys.keys_given((backend or []) + pairs)  # once: per group it was quadratic
+    # once: per group it was quadratic; the source's mfsdp keys are the run's too
+    given = verl_keys.keys_given([*_leaves(tree), *(backend or []), *pairs])
+    carried: dict[str, str] = {}  # each mfsdp key a verl key set: that key as the source says
     try:
         for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
@@ -348,6 +387,7 @@ def _convert(
             for key, value in adopted:
                 if verl_keys.is_native(cls, key):
                     set_dotted(conversion.tree, key, value)
+                    carried[key] = shown
                 else:
                     conversion.dropped.append(f"{key}={value}: no such key here")
         for key, value in verl_megatron_optim.megatron_adam_unset(cls, (backend or []) + pairs):
@@ -370,10 +410,7 @@ def _convert(
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
     ]
-    try:
-        built = config_to_dict(config_from_tree(cls, conversion.tree, source))
-    except ConfigError as err:
-        raise VerlSourceError(str(err)) from None
+    built = _built(cls, conversion, source, carried)
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
     paths = path_keys(cls)
     for key, value in _leaves(conversion.tree):
@@ -381,6 +418,32 @@ def _convert(
             conversion.notes.append(f"{key}={value}: {_unresolved(str(value), key in paths)}")
             conversion.incomplete.append(f"{key}={value}")
     return conversion
+
+
+def _built(
+    cls: type, conversion: Conversion, source: str, carried: dict[str, str]
+) -> dict[str, Any]:
+    """The converted config built as `mfsdp train` loads it; a value the loader refuses is
+    an error (exit 2). In a run with keys not carried over already, a refused value a verl
+    key set (`carried`: verl's `clip_ratio_low=10`, which its CISPO loss reads) is listed
+    with them instead, with the loader's reason: the conversion stopped on it, before the
+    key that makes the run one mfsdp does not train (`policy_loss.loss_mode=cispo`) was
+    said."""
+    from trainer.config import ConfigError, config_from_tree, config_to_dict
+
+    try:
+        return config_to_dict(config_from_tree(cls, conversion.tree, source))
+    except ConfigError as err:
+        refused = []
+        if conversion.dropped:
+            refused = _drop_refused(cls, conversion.tree, source, set(carried))
+        if not refused:
+            raise VerlSourceError(str(err)) from None
+    conversion.dropped += [f"{carried[key]}: {why}" for key, _value, why in refused]
+    try:
+        return config_to_dict(config_from_tree(cls, conversion.tree, source))
+    except ConfigError as err:
+        raise VerlSourceError(str(err)) from None
 
 
 # why a mapping or list given to a key of one value is not carried over
@@ -436,10 +499,11 @@ def _verl_defaults(
     chosen, either = verl_defaults.verl_defaults(command, module)
     chosen += _megatron_lora_defaults(pairs)[0]
     given = _given_keys(cls, tree, pairs)
+    verls = verl_keys.keys_given(pairs)  # a verl key setting more than its rule's key
     own = dict(_leaves(config_to_dict(cls())))
     notes = []
     for default in chosen:
-        if default.key in given or own[default.key] == default.value:
+        if default.key in given or default.verl_key in verls or own[default.key] == default.value:
             continue
         set_dotted(tree, default.key, default.value)
         notes.append(
@@ -556,11 +620,27 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
     """Remove from `tree` the values still holding shell syntax (`${LEN}` from an argument,
     an environment variable, a command) where the key takes a number or a flag: one such
     failed the whole conversion; each is reported as not carried over instead."""
+    unresolved = {
+        key
+        for key, value in _leaves(tree)
+        if isinstance(value, str) and ("$" in value or "`" in value)
+    }
+    return [
+        f"{key}={value}: known only when the script runs ({why}): set it here"
+        for key, value, why in _drop_refused(cls, tree, source, unresolved)
+    ]
+
+
+def _drop_refused(
+    cls: type, tree: dict[str, Any], source: str, keys: set[str]
+) -> list[tuple[str, Any, str]]:
+    """Remove from `tree` each of `keys` whose value alone the config loader refuses:
+    (key, value, why) of each."""
     from trainer.config import ConfigError, config_from_tree, set_dotted
 
     dropped = []
     for key, value in _leaves(tree):
-        if not (isinstance(value, str) and ("$" in value or "`" in value)):
+        if key not in keys:
             continue
         alone: dict[str, Any] = {}
         set_dotted(alone, key, value)
@@ -568,8 +648,7 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
             config_from_tree(cls, alone, source)
         except ConfigError as err:
             _remove_dotted(tree, key)
-            why = str(err).removeprefix(f"{source}: ")
-            dropped.append(f"{key}={value}: known only when the script runs ({why}): set it here")
+            dropped.append((key, value, str(err).removeprefix(f"{source}: ")))
     _drop_empty(tree)
     return dropped
 

@@ -23,13 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.verl_off_keys import (
+    CHECKPOINT_SECTIONS,
     DAPO_OVERLONG,
     DAPO_OVERLONG_CFG,
     DAPO_OVERLONG_KEY,
     FSDP_ENGINES,
+    FSDP_OFFLOAD,
     HF_MODELS,
     MEGATRON_ENGINES,
     MEGATRON_LORA_SECTIONS,
+    MEGATRON_OFFLOAD,
 )
 
 
@@ -163,6 +166,17 @@ SECTIONS: dict[str, Inert] = {
         for engine, commands in FSDP_ENGINES
     },
     "transfer_queue.": Inert("how verl moves batches between its workers"),
+    # Hydra's own config (`hydra.run.dir`, `hydra.job.chdir`, a user config's `hydra:
+    # searchpath:` header) and its groups (`hydra/job_logging=disabled`): how verl's config
+    # is found and its run's output and logs are kept, never a key of the run's config
+    **dict.fromkeys(
+        ("hydra.", "hydra/"),
+        Inert(
+            "Hydra's own settings (its output dir, logging, job and config search path), not"
+            " a training setting",
+            ("sft", "grpo"),
+        ),
+    ),
 }
 
 
@@ -254,8 +268,19 @@ def _roles() -> dict[str, Inert]:
         },
         "policy_loss.ppo_kl_coef": "used by the kl-cov policy loss only",
     }
+    # verl moves the frozen reference model to the CPU between its forward passes: the same
+    # log-probs (verl's examples set param_offload=True there; a reference has no
+    # optimizer or gradients to offload either)
+    reference_offload = {
+        f"{REF}{section}{name}": Inert(
+            "the reference model's CPU offload between its uses: memory only, the same"
+            " log-probs (the reference here stays on the device, sharded like the actor)"
+        )
+        for section, names in (("fsdp_config.", FSDP_OFFLOAD), ("megatron.", MEGATRON_OFFLOAD))
+        for name in names
+    }
     keys = {f"{role}{name}": Inert(why) for role in (ACTOR, REF) for name, why in both.items()}
-    return keys | {ACTOR + name: Inert(why) for name, why in actor.items()}
+    return keys | reference_offload | {ACTOR + name: Inert(why) for name, why in actor.items()}
 
 
 def _rollout() -> dict[str, Inert]:
@@ -335,6 +360,16 @@ def _rest() -> dict[str, Inert]:
         "trainer.esi_redundant_time": Inert("when verl saves before a cloud instance expires"),
         "trainer.max_critic_ckpt_to_keep": Inert("there is no critic in GRPO"),
         "trainer.ray_wait_register_center_timeout": Inert("a Ray timeout: there is no Ray here"),
+        # what a verl checkpoint holds (`hf_model`: Hugging Face weights too), not what trains
+        **{
+            section + "save_contents": Inert(
+                "what verl writes into each checkpoint, not what trains; a checkpoint here"
+                " holds the model, optimizer and trainer state, and `mfsdp ckpt export-hf`"
+                " writes Hugging Face weights from it",
+                commands,
+            )
+            for section, commands in CHECKPOINT_SECTIONS
+        },
     }
 
 
@@ -421,8 +456,9 @@ INERT_KEYS: dict[str, Inert] = (
 
 
 def section_of(key: str) -> Inert | None:
-    """The entry of the longest `SECTIONS` prefix of `key`, if any."""
+    """The entry of the longest `SECTIONS` prefix of `key`, if any: a section ends at a
+    dot, or at a Hydra group's slash (`hydra/job_logging`)."""
     for end in range(len(key) - 1, 0, -1):
-        if key[end] == "." and (found := SECTIONS.get(key[: end + 1])) is not None:
+        if key[end] in "./" and (found := SECTIONS.get(key[: end + 1])) is not None:
             return found
     return None

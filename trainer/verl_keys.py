@@ -53,6 +53,7 @@ from trainer.verl_rules import (
     FSDP_LORA_DEFAULTS,
     FSDP_LORA_ON_MEGATRON,
     LORA_OFF,
+    MIN_LR_RATIO,
     MIRRORS,
     NO_LIMIT,
     NOT_SET,
@@ -71,6 +72,8 @@ from trainer.verl_rules import (
     Unsupported,
     clips_to_zero,
     decays,
+    grpo_final_validation,
+    min_lr_of,
     normalise,
     note,
     trainer_of,
@@ -165,8 +168,10 @@ def command_of(cls: type) -> str:
 def adopt_tree(
     cls: type, tree: dict[str, Any], source: str, later: list[tuple[str, Any]] | None = None
 ) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
-    """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys, and those keys
-    as the rules read them (for `adopt_pairs` to read the command line's with). Keys that are
+    """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys, and the file's
+    keys as the rules read them, mfsdp's own among them (for `adopt_pairs` to read the
+    command line's with: its `actor.loss_agg_mode` decides whether verl's worker key
+    carries over, whichever of the two sets it). Keys that are
     neither are left in place, for the loader's unknown-key error to name. The verl keys are
     read as verl's loader reads them, with the file's `${a.b}` and `${oc.select:...}`
     references filled in (`verl_interpolation`); mfsdp's own keys as written. `later`: the
@@ -184,6 +189,7 @@ def adopt_tree(
             " > config.yaml`, then give --config config.yaml"
         )
     native, _ = split_foreign(cls, tree)
+    own = _pairs_of(native)  # the file's mfsdp keys, which the rules read as the run's too
     filled = copy.deepcopy(tree)
     try:
         verl_interpolation.resolve(filled, MAX_EXPANDED_CHARS)
@@ -191,9 +197,9 @@ def adopt_tree(
         raise ConfigError(f"{source}: {err}") from None
     _, foreign = split_foreign(cls, filled)
     foreign.sort(key=lambda pair: pair[0] != ESTIMATOR)  # what the file trains, said first
-    given = keys_given(_trained([*foreign, *(later or [])]))
+    given = keys_given(_trained([*own, *foreign, *(later or [])]))
     try:
-        adopted = _carried(cls, foreign, source, given, beside=_pairs_of(native))
+        adopted = _carried(cls, foreign, source, given, beside=own)
     except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
         more = _failing(cls, foreign, given) - 1
         if more < 1:
@@ -209,7 +215,7 @@ def adopt_tree(
         ) from None
     for key, value in adopted:
         set_dotted(native, key, value)
-    return native, foreign
+    return native, [*own, *foreign]
 
 
 def _failing(cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any]) -> int:
@@ -359,6 +365,9 @@ def carry_over(
         if key == CLIP_RATIO:
             out += _clip_ratio(raw_key, value, given)
             continue
+        if key == MIN_LR_RATIO:
+            out += _min_lr_ratio(raw_key, value, given)
+            continue
         if key == WORKER_IMPL:
             _refuse_worker_by_version(raw_key, value, given)
         if is_unset(value) and (rule.convert is not None or rule.target is not None):
@@ -366,6 +375,7 @@ def carry_over(
             continue  # default stands, as for a key not given
         try:
             mapped = rule.apply(cls, value)
+            mapped |= grpo_final_validation(key, value) if command == "grpo" else {}
         except Unsupported as err:
             raise NotCarried(
                 f"verl key '{raw_key}={value}' has no equivalent here: {err}", str(err)
@@ -374,7 +384,7 @@ def carry_over(
         note(raw_key, mapped, rule.why)
         out += mapped.items()
     if resume:
-        out.append(_resume(resume))
+        out += _resume(resume, command)
     return out
 
 
@@ -509,6 +519,36 @@ def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[s
             " and ".join(kept),
         )
     return list(mapped.items())
+
+
+def _min_lr_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[str, Any]]:
+    """verl's optim.min_lr_ratio read as verl's backend reads it (MIN_LR_RATIO): on its
+    FSDP backend the floor of the cosine schedule, min_lr_ratio x lr, which is optim.min_lr
+    here where the run gives its lr; its Megatron backend never reads it. Only 0 was taken,
+    and a script giving both keys was told to compute the product itself."""
+    if is_unset(value):
+        note(raw_key, {}, NOT_SET)
+        return []
+    if on_megatron(given):
+        note(raw_key, {}, "verl's Megatron backend reads optim.min_lr, not this")
+        return []
+    if same(value, 0):  # 0.0 too
+        note(raw_key, {}, "0 is mfsdp's default optim.min_lr")
+        return []
+    lr = given.get("optim.lr")
+    min_lr = min_lr_of(value, lr)
+    if min_lr is None:
+        why = "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"
+        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+    log.warning(
+        "note: verl's %s=%s is optim.min_lr=%s here: min_lr_ratio x optim.lr (%s), the floor"
+        " verl's cosine schedule falls to",
+        raw_key,
+        value,
+        min_lr,
+        lr,
+    )
+    return [("optim.min_lr", min_lr)]
 
 
 def _refuse_worker_by_version(raw_key: str, value: Any, given: dict[str, Any]) -> None:
@@ -749,23 +789,63 @@ def _takes(kind: Any, container: type) -> bool:
 
 
 _RESUME_KEYS = "trainer.resume_mode/resume_from_path"
+# by command: when verl's trainer reads resume_from_path, and the model it starts from else
+_RESUME_READERS = {
+    "sft": (
+        "verl's SFT trainers read it only with trainer.resume_mode auto or resume_path",
+        "model.path",
+    ),
+    "grpo": (
+        "verl's main_ppo reads it only with trainer.resume_mode=resume_path",
+        "actor_rollout_ref.model.path",
+    ),
+}
 
 
-def _resume(resume: dict[str, Any]) -> tuple[str, str]:
+def _resume(resume: dict[str, Any], command: str) -> list[tuple[str, str]]:
     """verl's resume_mode (auto | disable | resume_path) and resume_from_path -> the mfsdp
-    key and value: checkpoint.resume, or for a path `_resume_path`."""
+    key and value: checkpoint.resume, or for a path `_resume_path`. verl's SFT trainers
+    (their checkpoint handler) resume a path given under auto too; main_ppo
+    (ray_trainer's `_load_checkpoint`) reads the path only under resume_path, and under auto
+    resumes its run dir's own newest step or starts from actor_rollout_ref.model.path: a
+    GRPO conversion that took the path started from other weights than verl's run did."""
     mode, path = resume.get("resume_mode", "auto"), resume.get("resume_from_path")
-    if mode == "resume_path" or (mode == "auto" and path):
+    if mode == "resume_path" or (mode == "auto" and path and command == "sft"):
         if not path:
             raise NotCarried("trainer.resume_mode=resume_path needs trainer.resume_from_path")
-        return _resume_path(str(path))
+        return [_resume_path(str(path), command)]
     if mode not in ("auto", "disable"):
         raise NotCarried(f"trainer.resume_mode must be auto, disable or resume_path, got {mode!r}")
-    note(_RESUME_KEYS, {"checkpoint.resume": mode}, "")
-    return "checkpoint.resume", mode
+    if not path:
+        note(_RESUME_KEYS, {"checkpoint.resume": mode}, "")
+        return [("checkpoint.resume", mode)]
+    default = "resume_mode" not in resume
+    reader, model = _RESUME_READERS[command]
+    starts = f"starts from {model}"
+    if mode == "auto":
+        starts = (
+            f"resumes the run dir's own newest step, else {starts}, as checkpoint.resume=auto does"
+        )
+    note(
+        f"{RESUME[1]}={path}",
+        {},
+        f"{reader}; under {mode}{' (its default)' if default else ''} it {starts}",
+    )
+    if default:
+        return []
+    note(RESUME[0], {"checkpoint.resume": mode}, "")
+    return [("checkpoint.resume", mode)]
 
 
-def _resume_path(path: str) -> tuple[str, str]:
+# what a verl step given as the run's start replaces, by command: the SFT trainers' model,
+# main_ppo's actor model, which is its KL reference's too
+_REPLACED = {
+    "sft": "verl's model.path or model.partial_pretrain",
+    "grpo": "verl's actor_rollout_ref.model.path, and the KL reference with it",
+}
+
+
+def _resume_path(path: str, command: str) -> tuple[str, str]:
     """verl's resume_from_path, a step verl saved: mfsdp resumes only a step of its own runs
     (`checkpoint.resume` refuses another trainer's, having no optimizer, data or step state
     of mfsdp's in it), and starts from any checkpoint's weights (`model.path`). A path here
@@ -776,12 +856,12 @@ def _resume_path(path: str) -> tuple[str, str]:
     kind = _checkpoint_layout(path)
     if kind is not None and kind != layout.MFSDP:
         log.warning(
-            "note: verl's %s is model.path=%s here (in place of verl's"
-            " actor_rollout_ref.model.path, and the KL reference with it): a %s checkpoint,"
+            "note: verl's %s is model.path=%s here (in place of %s): a %s checkpoint,"
             " whose optimizer, dataloader and step mfsdp does not resume, so the run starts"
             " from its weights at step 0; give a trainer.run_dir other than verl's run dir",
             _RESUME_KEYS,
             path,
+            _REPLACED[command],
             kind,
         )
         return "model.path", path

@@ -119,15 +119,26 @@ def ray_flags(pairs: list[tuple[str, Any]]) -> LaunchFlags | None:
     if not given:
         return None
     launch = LaunchFlags(replaced=[ignored_note(key, LAUNCH) for key in given])
+    several = False  # machines, or a count known only when the script runs
     for key, flag in _RAY_KEYS.items():
         if key not in given:
             continue
         text = str(given[key]).strip()
-        if not _COUNT.fullmatch(text):
+        counted = _COUNT.fullmatch(text) is not None
+        if not counted:
             launch.add(flag, None, f"{key}={text}", "no count known here")
         elif int(text) != 1:
             launch.add(flag, text, key)
+        several = several or (flag == "--nnodes" and (not counted or int(text) != 1))
     launch.name_source(", ".join(f"{key}={given[key]}" for key in _RAY_KEYS if key in given))
+    if several:  # `mfsdp train --nnodes 2` refuses to start without it
+        launch.add(
+            "--rdzv-endpoint",
+            None,
+            "where the machines meet",
+            "the address of verl's Ray cluster (`ray start --head` on one machine), not in"
+            " the script",
+        )
     return launch
 
 

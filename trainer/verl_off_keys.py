@@ -86,17 +86,21 @@ def same(value: Any, allowed: Any) -> bool:
     return isinstance(value, bool) == isinstance(allowed, bool) and value == allowed
 
 
+# the offload keys of verl's FSDP (`fsdp_config.*`) and Megatron (`megatron.*`) engines
+FSDP_OFFLOAD = ("param_offload", "optimizer_offload", "offload_policy", "grad_offload")
+MEGATRON_OFFLOAD = ("param_offload", "grad_offload", "optimizer_offload")
+
+
 def _offload() -> Iterator[tuple[str, Off]]:
-    """CPU offload of each model's parameters, gradients and optimizer state, in verl's FSDP
-    (`fsdp_config.*`) and Megatron (`megatron.*`) backends."""
-    fsdp = ("param_offload", "optimizer_offload", "offload_policy", "grad_offload")
-    megatron = ("param_offload", "grad_offload", "optimizer_offload")
-    for engine, commands in FSDP_ENGINES:  # the critic's: trainer.verl_inert_keys (none here)
-        for name in fsdp:
-            yield engine + name, Off((False,), "no offload", OFFLOAD, commands)
-    for engine, commands in MEGATRON_ENGINES:
-        for name in megatron:
-            yield engine + name, Off((False,), "no offload", OFFLOAD, commands)
+    """CPU offload of each trained model's parameters, gradients and optimizer state, in
+    verl's FSDP (`fsdp_config.*`) and Megatron (`megatron.*`) backends; the reference
+    model's, memory only, is in trainer.verl_inert_keys, as the critic's is."""
+    for engines, names in ((FSDP_ENGINES, FSDP_OFFLOAD), (MEGATRON_ENGINES, MEGATRON_OFFLOAD)):
+        for engine, commands in engines:
+            if engine.startswith(REF):
+                continue
+            for name in names:
+                yield engine + name, Off((False,), "no offload", OFFLOAD, commands)
     for name in ("cpu_offload", "offload_params"):  # verl's FSDP SFT trainer
         yield f"model.fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("sft",))
     for model, commands in HF_MODELS:
@@ -453,26 +457,31 @@ def _megatron_schedule() -> Iterator[tuple[str, Off]]:
         yield f"optim.{name}", Off(values, why, refused)
 
 
+# Where verl's trainers read what their checkpoints hold: sft_trainer a top-level
+# `checkpoint:` section, fsdp_sft_trainer (sft_trainer.yaml) `trainer.checkpoint`, main_ppo
+# each role's `checkpoint`
+CHECKPOINT_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("checkpoint.", ("sft",)),
+    ("trainer.checkpoint.", ("sft", "grpo")),
+    (ACTOR + "checkpoint.", ("grpo",)),
+)
+
+
 def _checkpoints() -> Iterator[tuple[str, Off]]:
-    """What verl saves and loads: every checkpoint here holds all three of its parts. verl's
-    sft_trainer reads them from a top-level `checkpoint:` section, its fsdp_sft_trainer
-    (sft_trainer.yaml) from `trainer.checkpoint`, main_ppo from each role's `checkpoint`."""
-    for prefix, commands in (
-        ("checkpoint.", ("sft",)),
-        ("trainer.checkpoint.", ("sft", "grpo")),
-        (ACTOR + "checkpoint.", ("grpo",)),
-    ):
-        for name in ("save_contents", "load_contents"):
-            yield (
-                f"{prefix}{name}",
-                Off(
-                    (SAVED,),
-                    "a checkpoint here holds the model, optimizer and trainer state",
-                    "a checkpoint here holds the model, optimizer and trainer state, all three"
-                    " (`mfsdp ckpt export-hf` writes Hugging Face weights from it)",
-                    commands,
-                ),
-            )
+    """What verl loads on a resume: every checkpoint here holds all three of its parts, and
+    a resume loads them all (a verl run loading the model alone starts a fresh optimizer).
+    What verl saves trains nothing (trainer.verl_inert_keys)."""
+    for prefix, commands in CHECKPOINT_SECTIONS:
+        yield (
+            prefix + "load_contents",
+            Off(
+                (SAVED,),
+                "a checkpoint here holds the model, optimizer and trainer state",
+                "a checkpoint here holds the model, optimizer and trainer state, and a resume"
+                " loads all three",
+                commands,
+            ),
+        )
 
 
 def _policy() -> Iterator[tuple[str, Off]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
@@ -103,9 +104,28 @@ class Rule:
         return {self.target: self.read(value)} if self.target else {}
 
 
-def _freq(value: Any) -> Any:
-    """verl's -1 (never) is mfsdp's 0 (periodically never; at the end still)."""
-    return 0 if isinstance(value, int) and value < 0 else value
+# verl's SFT trainers' value of save_freq / test_freq (sft_trainer.py `_init_engine`): the
+# steps of one epoch, its dataloader's length, which only the data says
+EACH_EPOCH = "after_each_epoch"
+
+
+def _freq(key: str) -> Callable[[Any], Any]:
+    """verl's save_freq / test_freq read as mfsdp's `key`: -1 (never) is mfsdp's 0
+    (periodically never; at the end still). verl's sft_trainer's `after_each_epoch` has no mfsdp
+    setting, and the steps it stands for are known only from the data: refused naming what
+    to write (read as the integer `key` takes, it was an error about `key`, never written)."""
+
+    def read(value: Any) -> Any:
+        if value == EACH_EPOCH:
+            raise Unsupported(
+                "verl's sft_trainer reads it as the steps of one epoch (its dataloader's"
+                f" length), which mfsdp has no setting for: set {key} to the steps of one"
+                " epoch, the train rows // data.global_batch_size (verl's main_ppo and"
+                " fsdp_sft_trainer take steps only)"
+            )
+        return 0 if isinstance(value, int) and value < 0 else value
+
+    return read
 
 
 def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
@@ -120,7 +140,38 @@ def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
     return convert
 
 
+# main_ppo validates after its last step only with trainer.test_freq > 0 (ray_trainer.py
+# `fit`: `test_freq > 0 and (is_last_step or ...)`); its SFT trainers validate there
+# whenever they have validation data, as mfsdp does
+TEST_FREQ = "trainer.test_freq"
+FINAL_VALIDATION = "trainer.val_after_last_step"
+
+
+def grpo_final_validation(key: str, value: Any) -> dict[str, Any]:
+    """What verl key `key` at `value` sets in GRPO besides its rule's key: a test_freq of 0
+    or less (never) leaves out the validation after the last step, which mfsdp's
+    eval_every 0 still runs."""
+    never = isinstance(value, int) and not isinstance(value, bool) and value <= 0
+    return {FINAL_VALIDATION: False} if key == TEST_FREQ and never else {}
+
+
 WORKER_IMPL = "trainer.use_legacy_worker_impl"
+# verl's FSDP backend's cosine schedule falls to min_lr_ratio x lr
+# (verl/utils/torch_functional.py get_cosine_schedule_with_warmup: lr x (r + (1 - r) x
+# (1 + cos) / 2)), mfsdp's to optim.min_lr (trainer/optim.py lr_at): the same curve at
+# min_lr = r x lr; verl's Megatron backend reads optim.min_lr alone
+MIN_LR_RATIO = "optim.min_lr_ratio"
+
+
+def min_lr_of(ratio: Any, lr: Any) -> float | None:
+    """optim.min_lr for verl's `ratio` of the run's `lr` (None: either is no number)."""
+    numbers = [_number(value) for value in (ratio, lr)]
+    if None in numbers:  # an override's text (`mfsdp train optim.lr=2e-6`) reads as its number
+        return None
+    # the product of the numbers as written (0.1 x 1e-05 is 1e-06, not 1.0000000000000002e-06)
+    return float(Decimal(repr(numbers[0])) * Decimal(repr(numbers[1])))
+
+
 SUM_NORM = "seq-mean-token-sum-norm"
 _BY_VERSION = "the config cannot say which verl ran it"
 # the refusal reads the command's keys only, not the run it may resume, whose config.yaml
@@ -268,29 +319,53 @@ def _megatron_lora_targets(value: Any) -> dict[str, Any]:
     return {"model.target_modules": list(dict.fromkeys(hf))}
 
 
-# verl's Megatron `override_transformer_config` keys that change only what is recomputed and
-# which attention kernel runs (verl's defaults set them), not the model or its updates
+# verl's Megatron `override_transformer_config` keys that change only what is recomputed,
+# which kernels run and how MoE tokens travel between ranks (verl's defaults set some:
+# verl/models/mcore/config_converter.py turns the fusions on), not the model or its
+# updates: Megatron-core's TransformerConfig documents each as a fused kernel, a
+# recomputation or a dispatch choice
 SPEED_OVERRIDES = (
     "recompute_granularity",
     "recompute_modules",
     "recompute_method",
     "recompute_num_layers",
     "attention_backend",
+    # fused kernels of the same computation
+    "gradient_accumulation_fusion",
+    "apply_rope_fusion",
+    "bias_activation_fusion",
+    "bias_dropout_fusion",
+    "masked_softmax_fusion",
+    "persist_layer_norm",
+    "cross_entropy_loss_fusion",
+    "moe_permute_fusion",
+    "moe_router_fusion",
+    "moe_grouped_gemm",
+    # how MoE tokens reach their experts' ranks
+    "moe_token_dispatcher_type",
+    "moe_enable_deepep",
+    "moe_shared_expert_overlap",
 )
 SPEED_OVERRIDES_WHY = (
-    "recomputation and the attention kernel: speed or memory only (model.activation_checkpointing"
-    " here)"
+    "recomputation, fused kernels, the attention kernel and MoE token dispatch: speed or memory"
+    " only (model.activation_checkpointing here)"
 )
 
 
 def _transformer_overrides(value: Any) -> dict[str, Any]:
-    """verl's Megatron transformer overrides, accepted where they set recomputation and the
-    attention kernel only (`SPEED_OVERRIDES`); one that changes the model is refused."""
-    if isinstance(value, dict) and set(value) <= set(SPEED_OVERRIDES):
+    """verl's Megatron transformer overrides, accepted where they set recomputation, kernels
+    and MoE dispatch only (`SPEED_OVERRIDES`); one that changes the model or its numerics is
+    refused, naming it (a fusion was refused as a model setting, with advice to edit a
+    config.json that has no field for it)."""
+    others = sorted(set(value) - set(SPEED_OVERRIDES)) if isinstance(value, dict) else []
+    if isinstance(value, dict) and not others:
         return {}
+    named = f"{', '.join(others)} changes" if others else "a mapping of settings is expected:"
     raise Unsupported(
-        f"Megatron transformer overrides here are only {', '.join(SPEED_OVERRIDES)} (speed or"
-        " memory); the model is its config.json: edit it in a copy of the model dir"
+        f"{named} what the model computes, where the overrides taken here are speed or memory"
+        " only (recomputation, fused kernels, the attention kernel, MoE token dispatch); the"
+        " model here is its config.json as written (a setting that has a field there is"
+        " changed in a copy of the model dir)"
     )
 
 
@@ -448,11 +523,8 @@ RULES: dict[str, Rule] = {
     "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
     "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
     "optim.lr_scheduler": Rule("optim.scheduler", _ANY_SCHEDULER),
-    "optim.min_lr_ratio": Rule(
-        None,
-        _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"),
-        why="0 is mfsdp's default optim.min_lr",
-    ),
+    # read with the run's optim.lr and backend (`verl_keys._min_lr_ratio`)
+    MIN_LR_RATIO: Rule("optim.min_lr"),
     "optim.lr_warmup_steps": Rule(
         "optim.warmup_steps", read=lambda v: max(0, v) if isinstance(v, int) else v
     ),
@@ -657,8 +729,9 @@ RULES: dict[str, Rule] = {
     "trainer.total_epochs": Rule("trainer.epochs"),
     "trainer.total_training_steps": Rule("trainer.total_steps"),
     "trainer.default_local_dir": Rule("trainer.run_dir"),
-    "trainer.save_freq": Rule("checkpoint.save_every", read=_freq),
-    "trainer.test_freq": Rule("trainer.eval_every", read=_freq),
+    "trainer.save_freq": Rule("checkpoint.save_every", read=_freq("checkpoint.save_every")),
+    # in GRPO with `grpo_final_validation` too
+    TEST_FREQ: Rule("trainer.eval_every", read=_freq("trainer.eval_every")),
     "trainer.max_actor_ckpt_to_keep": Rule("checkpoint.keep_last"),
     "trainer.max_ckpt_to_keep": Rule("checkpoint.keep_last"),
     "trainer.n_gpus_per_node": Rule(None, why=LAUNCH),

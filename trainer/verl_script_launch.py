@@ -30,7 +30,7 @@ def read_launch(script: Script, piece: shell_lines.Piece, source: Path) -> None:
     they stand. One in a function's body is read again where the function is called
     (`verl_script_reader._read_call`); if it never is, this reading, where the body stands,
     is the one kept. Each is counted once, as written, however often it is read."""
-    words = piece.words
+    words, named_by = _module_spread(piece.words, script.variables)
     for module in GRPO_MODULES + SFT_MODULES:
         if module in words:
             if not script.depth:  # read where it is written, not again
@@ -40,6 +40,57 @@ def read_launch(script: Script, piece: shell_lines.Piece, source: Path) -> None:
             written = Launch(command, module, words[at + 1 :])
             written.torchrun = read_torchrun(words[:at], script.variables, written)
             script.launch = _expand_launch(written, script.variables, source)
+            script.launch.notes += [
+                f"{word}: verl's trainer {module}, the variable's value in the script"
+                for word in named_by
+            ]
+
+
+# a verl override as a command's first word (`data.train_files=/d`): a dotted name is no
+# shell variable, so bash runs the word as a command, which is not found
+_OVERRIDE_WORD = re.compile(r"\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=")
+
+
+def note_orphaned_overrides(script: Script, piece: shell_lines.Piece, number: int) -> None:
+    """A note on a command after the verl command that is verl overrides alone: a comment
+    line inside the command's `\\` continuation (verl's run_qwen3_vl-30b-megatron.sh has
+    one) ends it there, as a line without its backslash does, and bash runs the lines after
+    as a command of their own, which fails. The conversion reads the command as bash does,
+    without them (the run trains with verl's defaults for their keys): they were lost
+    without a word."""
+    words = piece.words
+    if script.launch is None or not words or not _OVERRIDE_WORD.match(words[0]):
+        return
+    keys = ", ".join(word.partition("=")[0] for word in words if "=" in word)
+    note = (
+        f"line {number}: {keys}: key=value words bash runs as a command of their own, not"
+        " verl's: the verl command ends before them (a comment line, or a line without its"
+        " trailing backslash, inside its continuation), so verl never gets them and they"
+        " are not in this config; put them back in the verl command if they are its"
+    )
+    if note not in script.launch.notes:
+        script.launch.notes.append(note)
+
+
+def _module_spread(
+    words: list[str], variables: shell_variables.Variables
+) -> tuple[list[str], list[str]]:
+    """`words` with each unquoted expansion that gives a verl trainer module replaced by the
+    words bash splits it into (`Variables.fields`), and those expansions as written: verl's
+    own scripts start their trainer as `torchrun ... ${ENTRYPOINT}` after
+    `ENTRYPOINT=${ENTRYPOINT:-"-m verl.trainer.sft_trainer"}`, and `python3 -m $TRAINER`
+    names it alike; read as written, no verl command was found there. Any other word stays
+    as written, for `_expand_launch`."""
+    spread: list[str] = []
+    named_by: list[str] = []
+    for word in words:
+        fields = variables.fields(word) if "$" in word and "=" not in word else None
+        if fields and any(field in GRPO_MODULES + SFT_MODULES for field in fields):
+            spread += fields
+            named_by.append(str(word))
+        else:
+            spread.append(word)
+    return spread, named_by
 
 
 def _expand_launch(launch: Launch, variables: shell_variables.Variables, source: Path) -> Launch:

@@ -96,14 +96,35 @@ def _unparsed_line_message(source: Path, number: int, line: str) -> str:
     )
 
 
-def no_launch_message(source: Path, bodies: list[str]) -> str:
+# an assignment whose value names a verl trainer module (`ENTRYPOINT=${ENTRYPOINT:-"-m
+# verl.trainer.sft_trainer"}`), not another module of that name's prefix (`sft_trainer_ray`)
+_MODULE_IN_A_VARIABLE = re.compile(
+    r"^\s*(?:(?:export|local|declare|readonly)\s+)?([A-Za-z_][A-Za-z0-9_]*)=.*?"
+    r"(verl\.trainer\.(?:main_ppo|fsdp_sft_trainer|sft_trainer))(?![\w.])",
+    re.MULTILINE,
+)
+
+
+def no_launch_message(source: Path, bodies: list[str], text: str) -> str:
     """No verl trainer command among the script's commands: one inside a here-doc (a job
-    script fed to `sbatch <<EOF`) is text another program reads, and said so."""
+    script fed to `sbatch <<EOF`) is text another program reads, and said so; a module
+    named only in a variable's value (`text`: the script), which the reading does not
+    expand where a command uses it (set in a block that may not run, or through another
+    variable, as verl's test_sft_engine_all.sh does), is named with that variable."""
     if any(module in body for body in bodies for module in GRPO_MODULES + SFT_MODULES):
         return (
             f"{source}: the verl command is inside a here-doc (<<WORD ... WORD: text another"
             " program reads, such as a job script fed to sbatch): put that command in a"
             " script of its own to convert it"
+        )
+    held = _MODULE_IN_A_VARIABLE.search(text)
+    if held is not None:
+        line = text.count("\n", 0, held.start()) + 1
+        return (
+            f"{source}: the verl trainer {held.group(2)} is named only in the value of"
+            f" {held.group(1)} (line {line}), which is known only as the script runs where a"
+            " command uses it (set in a block that may not run, or through another variable):"
+            f" write that command with `-m {held.group(2)}` to convert it"
         )
     return (
         f"{source}: no `python3 -m verl.trainer.main_ppo ...` or verl SFT trainer "

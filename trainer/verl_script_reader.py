@@ -20,7 +20,7 @@ from pathlib import Path
 
 from trainer import shell_braces, shell_command_targets, shell_lines, shell_quoting, shell_variables
 from trainer.verl_script_flags import compare_calls, flag_recursive
-from trainer.verl_script_launch import case_word_value, read_launch
+from trainer.verl_script_launch import case_word_value, note_orphaned_overrides, read_launch
 from trainer.verl_script_lines import no_launch_message, script_commands, stop_at_unparsed
 from trainer.verl_script_pieces import (
     BRANCH_STARTS,
@@ -71,7 +71,7 @@ def read_script(text: str, source: Path) -> tuple[Launch, int, shell_variables.V
     if unparsed:
         stop_at_unparsed(script, source, *unparsed[0])
     if script.launch is None:
-        raise VerlSourceError(no_launch_message(source, bodies))
+        raise VerlSourceError(no_launch_message(source, bodies, text))
     flag_recursive(script.launch, script.recursive)
     return script.launch, script.launches, script.variables
 
@@ -253,6 +253,7 @@ def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: P
     that may not run or after `&&`/`||`: `piece.maybe()`), or the verl trainer command it
     is."""
     variables = script.variables
+    note_orphaned_overrides(script, piece, number)
     if piece.block == "fi" and piece.words[0] in ("else", "elif"):
         variables.end_branch()  # what the branch before set is not seen in this one
     if sets_in_branch(piece):

@@ -107,11 +107,22 @@ def _parse(text: str, source: str, budget: ExpansionBudget, **reading: bool) -> 
         raise VerlSourceError(str(err)) from None
 
 
-def verl_defaults_words(command: str) -> str:
-    """What a config file of verl's own that Hydra merges in means for the conversion."""
+def verl_defaults_words(command: str, written: bool = True) -> str:
+    """What a config file of verl's own that Hydra merges in means for the conversion:
+    `written`, the conversion writes verl's defaults where mfsdp's differ (the run is whole
+    in its source), as for a run that names no file; else (a file of the user's is merged
+    in too, which may set any key) mfsdp's stand. It said mfsdp's stood over a config that
+    held verl's (`data.train_batch_size: 1024`)."""
+    listed = f"`mfsdp config defaults {command}` lists mfsdp's"
+    if written:
+        return (
+            "verl's own config, whose settings are verl's defaults: where mfsdp's default"
+            " differs in what trains, verl's is written into this config, each with a note; names,"
+            f" trackers, paths and devices keep mfsdp's ({listed})"
+        )
     return (
-        "verl's own config, whose settings are verl's defaults: as for every key the run does"
-        f" not set, mfsdp's defaults stand (`mfsdp config defaults {command}` lists them)"
+        "verl's own config, whose settings are verl's defaults; with a file of yours merged"
+        f" in too, which may set any key, none is written: mfsdp's defaults stand ({listed})"
     )
 
 

@@ -32,6 +32,8 @@ python3 -m verl.trainer.main_ppo --config-path=config --config-name=ppo_megatron
     actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \
     actor_rollout_ref.ref.megatron.use_megatron_fsdp=True \
+    ++actor_rollout_ref.actor.megatron.override_transformer_config.gradient_accumulation_fusion=False \
+    ++actor_rollout_ref.ref.megatron.override_transformer_config.gradient_accumulation_fusion=False \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8 \
     algorithm.use_kl_in_reward=False \
     trainer.critic_warmup=0 \

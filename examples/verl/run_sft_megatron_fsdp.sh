@@ -34,6 +34,7 @@ torchrun --standalone --nnodes=1 --nproc-per-node=8 -m verl.trainer.sft_trainer 
     engine.use_mbridge=True \
     engine.vanilla_mbridge=False \
     engine.use_megatron_fsdp=True \
+    +engine.override_transformer_config.gradient_accumulation_fusion=False \
     trainer.default_local_dir=checkpoints/gsm8k_sft \
     trainer.project_name=gsm8k-sft \
     trainer.experiment_name=qwen2.5-math-7b-megatron-fsdp \

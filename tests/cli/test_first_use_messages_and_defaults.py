@@ -199,8 +199,8 @@ def test_a_dtype_key_is_pointed_to_strategy_mixed_precision_first(key):
 
 
 def test_mfsdps_keys_come_before_verl_keys_that_set_nothing_here():
-    """verl's optim.min_lr_ratio is taken at 0 only ("0 is mfsdp's default optim.min_lr")."""
-    assert _suggested("optim.minlr_ratio=0.1").startswith("optim.min_lr, ")
+    """verl's optim.weight_decay_incr_style sets nothing here (Megatron's constant decay only)."""
+    assert _suggested("optim.weight_decays=0.1").startswith("optim.weight_decay, ")
 
 
 # --- 6. `mfsdp demo | head` ends as every command does there: 141

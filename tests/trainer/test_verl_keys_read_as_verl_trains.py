@@ -76,7 +76,7 @@ def test_from_verl_writes_verls_defaults_the_script_leaves_out(tmp_path):
     assert tree["actor"] == {"ppo_mini_batch_size": 8, "use_kl_loss": False}
     assert tree["rollout"] == {"n": 1}
     assert tree["data"] == {"train_batch_size": 16, "filter_overlong_prompts": False}
-    assert tree["trainer"] == {"val_before_train": True, "epochs": 30}
+    assert tree["trainer"] == {"val_before_train": True, "val_after_last_step": False, "epochs": 30}
     assert (
         "actor.use_kl_loss=false: verl's default (actor_rollout_ref.actor.use_kl_loss), which"
         " the source does not set; mfsdp's own is true"

@@ -133,7 +133,16 @@ def test_an_elastic_range_of_machines_is_said_not_guessed(tmp_path):
 
 def test_grpo_takes_its_trainer_keys(tmp_path):
     conversion = convert(tmp_path, f"{GRPO} trainer.n_gpus_per_node=4 trainer.nnodes=2\n")
-    assert command(conversion).endswith("--config THIS_FILE --nproc-per-node 4 --nnodes 2")
+    # several machines meet at the Ray cluster's address, which the script does not hold
+    assert command(conversion).endswith(
+        "--config THIS_FILE --nproc-per-node 4 --nnodes 2 --rdzv-endpoint HOST:PORT"
+    )
+    assert any(
+        note.startswith("--rdzv-endpoint HOST:PORT in the command above: where the machines")
+        for note in conversion.notes
+    ), conversion.notes
+    one = convert(tmp_path, f"{GRPO} trainer.n_gpus_per_node=4 trainer.nnodes=1\n")
+    assert command(one).endswith("--config THIS_FILE --nproc-per-node 4")
     unknown = convert(tmp_path, f"{GRPO} trainer.n_gpus_per_node=$NUM_GPUS_UNSET_HERE\n")
     assert command(unknown).endswith("--config THIS_FILE --nproc-per-node N")
     assert any(
@@ -150,7 +159,9 @@ def test_grpo_keys_given_with_hydras_plus_are_read(tmp_path, plus):
         f"{plus}trainer.n_gpus_per_node=2 {plus}trainer.n_gpus_per_node=8 {plus}trainer.nnodes=2"
     )
     conversion = convert(tmp_path, f"{GRPO} {given}\n")
-    assert command(conversion).endswith("--config THIS_FILE --nproc-per-node 8 --nnodes 2")
+    assert command(conversion).endswith(
+        "--config THIS_FILE --nproc-per-node 8 --nnodes 2 --rdzv-endpoint HOST:PORT"
+    )
     assert not any("pass --nproc-per-node" in note for note in conversion.notes), conversion.notes
 
 

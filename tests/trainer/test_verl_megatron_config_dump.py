@@ -76,7 +76,7 @@ def test_verls_megatron_fsdp_run_converts_with_no_key_listed(tmp_path):
     [
         ("actor_rollout_ref.actor.megatron", "tensor_model_parallel_size", 2, "sizes are 1"),
         ("actor_rollout_ref.actor.megatron", "virtual_pipeline_model_parallel_size", 2, "are 1"),
-        ("actor_rollout_ref.ref.megatron", "param_offload", True, "offload is not supported"),
+        ("actor_rollout_ref.actor.megatron", "param_offload", True, "offload is not supported"),
         ("actor_rollout_ref.actor.megatron", "use_dist_checkpointing", True, "dist checkpoint"),
         ("actor_rollout_ref.actor.megatron", "override_ddp_config", {"bucket_size": 1}, "data-"),
         ("actor_rollout_ref.actor", "load_weight", False, "model.path's weights"),
@@ -167,8 +167,10 @@ def test_verls_sft_trainer_checkpoint_section_at_its_defaults_converts(tmp_path)
     assert convert_verl(path, "sft").dropped == []
     load_config(SFTConfig, path)
     load_config(SFTConfig, None, ["trainer.checkpoint.save_contents=[model,optimizer,extra]"])
+    # what verl saves trains nothing; what it loads on a resume does
+    load_config(SFTConfig, None, ["checkpoint.save_contents=[model]"])
     with pytest.raises(ConfigError, match="all three"):
-        load_config(SFTConfig, None, ["checkpoint.save_contents=[model]"])
+        load_config(SFTConfig, None, ["checkpoint.load_contents=[model]"])
     with pytest.raises(ConfigError, match="turn by turn"):
         load_config(SFTConfig, None, ["data.ignore_input_ids_mismatch=true"])
 

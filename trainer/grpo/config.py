@@ -139,6 +139,9 @@ class RewardConfig:
 class GRPOTrainerConfig(TrainerConfig):
     run_dir: LocalPath = "runs/grpo"
     val_before_train: bool = False
+    # validate after the last step too, whatever `eval_every`; verl's main_ppo does so only
+    # with trainer.test_freq > 0 (`mfsdp config from-verl` writes false for its -1)
+    val_after_last_step: bool = True
     # verl's: DIR/<step>.jsonl of each step's samples (prompt, response, ground truth, score,
     # advantage), of each validation's (trainer/grpo/generations.py); None: not written
     rollout_data_dir: LocalPath | None = None
