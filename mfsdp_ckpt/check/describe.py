@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check import value_head
+from mfsdp_ckpt.check.group_meta import group_meta_entries, group_meta_root, summarise
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.check.removed_while_read import describes_checkpoint
 from mfsdp_ckpt.check.trainer_step import trainer_step_problems
@@ -277,6 +278,7 @@ def describe_checkpoint(
     readable = weights["problem"] is None  # two model entries: nothing reads the weights
     tensors: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
+    object_count = 0  # the entries `objects` describes: Megatron's group settings as one
     shared_bytes = 0
     for each in readers:
         sharing = each.sharing
@@ -293,15 +295,8 @@ def describe_checkpoint(
             }
             for entry in each.tensors.values()
         ]
-        entries = sorted(each.objects.values(), key=lambda e: e.name)
-        objects += [
-            describe_args(
-                each,
-                describe_object(each, entry, decode=len(objects) + index < MAX_DECODED_OBJECTS),
-                args_for_config,
-            )
-            for index, entry in enumerate(entries)
-        ]
+        objects += _describe_objects(each, args_for_config, shown=len(objects))
+        object_count += len(each.objects)
     groups = Counter(entry["name"].split(".", 1)[0] for entry in tensors)
     # a group of non-tensor entries alone (verl's lr_scheduler, Megatron-LM's
     # opt_param_scheduler and iteration) is held as much as one of tensors
@@ -343,8 +338,33 @@ def describe_checkpoint(
             "shared_bytes": shared_bytes,  # of those, named twice but stored once
             "by_group": {group: count for group, count in sorted(groups.items())},
             "files": sum(len(each.files()) for each in readers),
+            "objects": object_count,
         },
     }
+
+
+def _describe_objects(
+    reader: CheckpointReader, args_for_config: bool, shown: int
+) -> list[dict[str, Any]]:
+    """The reader's non-tensor entries by name, decoded while fewer than MAX_DECODED_OBJECTS
+    are (`shown` before these); those of Megatron's `param_to_group_meta` as one line
+    (`group_meta`), ~20 per parameter."""
+    grouped = group_meta_entries(reader.objects.values())
+    rows: list[tuple[str, ObjectEntry | list[ObjectEntry]]] = [
+        (entry.name, entry)
+        for entry in reader.objects.values()
+        if group_meta_root(entry.name) is None
+    ]
+    described: list[dict[str, Any]] = []
+    for name, found in sorted([*rows, *grouped.items()], key=lambda row: row[0]):
+        if isinstance(found, list):
+            described.append(summarise(reader, name, found))
+            continue
+        decode = shown + len(described) < MAX_DECODED_OBJECTS
+        described.append(
+            describe_args(reader, describe_object(reader, found, decode), args_for_config)
+        )
+    return described
 
 
 def format_description(description: dict) -> str:
@@ -432,8 +452,7 @@ def format_description(description: dict) -> str:
     )
     lines.append(
         f"total       {totals['tensors']} tensors ({groups}), {totals['bytes'] / 2**20:.2f} MiB"
-        f"{shared} in {totals['files']} data files, {len(description['objects'])} non-tensor"
-        " entries"
+        f"{shared} in {totals['files']} data files, {totals['objects']} non-tensor entries"
     )
     return "\n".join(lines)
 

@@ -11,11 +11,13 @@ and the globals it calls are judged by name.
 A call is harmless when torch's weights-only loader admits the global (`TORCH_ADMITTED`:
 tensors, storages, dtypes, OrderedDict, ...) or it builds a data type real checkpoints
 hold that torch does not admit by default (`CHECKPOINT_DATA`: Megatron-LM's
-argparse.Namespace, numpy's RNG state arrays, partials, Megatron-core's enums). Any other
-call, a call of a computed callable, a global the pickle computes, a write into a global
-object, or a mere reference to a global of the modules that reach the operating system or
-the interpreter (`saved_objects`' list, which Megatron args are read under too) is code a
-stock load runs: an error. A call shaped like an enum member's pickle (a class called
+argparse.Namespace, numpy's RNG state arrays, partials, Megatron-core's enums), and so
+is the lookup by one int of a member of an enum class of `saved_objects.ENUM_LOOKUPS`
+(`signal.Signals(15)`: Megatron-LM's `exit_signal`). Any other call, a call of a computed
+callable, a global the pickle computes, a write into a global object (an enum member
+included), or a mere reference to a global of the modules that reach the operating system
+or the interpreter (`saved_objects`' list, which Megatron args are read under too) is code
+a stock load runs: an error. A call shaped like an enum member's pickle (a class called
 with one int or str) or an object rebuilt without its `__init__` (NEWOBJ: a dataclass, a
 plain object) of an unknown class is a warning, the class not being imported here to tell
 whether it holds code of its own (in Megatron-LM's `args`, which holds enums of its own
@@ -27,17 +29,18 @@ from __future__ import annotations
 
 import _compat_pickle
 import dataclasses
+import hashlib
 import io
-from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mfsdp_ckpt.check.blob_runs import small_blobs
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.convert.megatron_record import ARGS_KEY
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
 from mfsdp_ckpt.format.restricted_pickle import GlobalUse, PickleRefused, pickle_globals
-from mfsdp_ckpt.format.saved_objects import REFUSED_MODULES
+from mfsdp_ckpt.format.saved_objects import ENUM_LOOKUPS, REFUSED_MODULES
 from mfsdp_ckpt.storage.blob_decode import decode_blob
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, RangeFile
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
@@ -111,8 +114,6 @@ CHECKPOINT_DATA = frozenset(
 MAX_LISTED_ENTRIES = 5  # entries named one a line; the rest counted in one more line
 MAX_NAMED_CALLS = 3  # callables named per entry
 MAX_SCANNED_BLOB_BYTES = 64 << 20  # a transformed blob is decoded whole to reach its pickle
-SMALL_BLOB_BYTES = 64 << 10  # read whole, with its neighbours; larger: directory and pickle only
-RUN_BYTES = 4 << 20  # neighbouring small blobs read in one go
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,11 @@ def _megatron_enum(name: str) -> bool:
     return parts[0] == "megatron" and "enums" in parts[:-1]
 
 
+def _enum_lookup(use: GlobalUse) -> bool:
+    """A member of an ENUM_LOOKUPS class looked up by one int, or the class named."""
+    return use.name in ENUM_LOOKUPS and (use.one_int or not use.called)
+
+
 def _enum_shaped(use: GlobalUse) -> bool:
     module, _, qualname = use.name.rpartition(".")
     return use.one_scalar and qualname.lstrip("_")[:1].isupper() and module != "builtins"
@@ -181,7 +187,7 @@ def code_on_load(uses: list[GlobalUse], args: bool = False) -> CodeOnLoad | None
     errors: list[str] = []
     warnings: list[str] = []
     for use in (dataclasses.replace(use, name=_python3_name(use.name)) for use in uses):
-        harmless = use.name in TORCH_ADMITTED or use.name in CHECKPOINT_DATA
+        harmless = use.name in TORCH_ADMITTED or use.name in CHECKPOINT_DATA or _enum_lookup(use)
         rebuilt = (_enum_shaped(use) or use.instance) and not _denied(use.name)
         if use.built_into:
             errors.append(f"a write into {use.name}")
@@ -236,42 +242,33 @@ def entry_code_on_load(
         raise CheckpointFormatError(f"{where}: {err}") from None
 
 
-def _small_blobs(
-    reader: CheckpointReader, entries: list[ObjectEntry]
-) -> Iterator[tuple[ObjectEntry, bytes | CheckpointFileError]]:
-    """The bytes of each entry of at most SMALL_BLOB_BYTES (or the error reading them),
-    read a run of neighbours at a time: a Megatron-LM checkpoint stores thousands of ~1.3 KB
-    entries side by side, and each read opens and checks its file anew."""
-    small = sorted(
-        (e for e in entries if e.file is not None and e.length <= SMALL_BLOB_BYTES),
-        key=lambda e: (e.file or "", e.file_offset),
-    )
-    run: list[ObjectEntry] = []
-    for entry in [*small, None]:
-        if run and (
-            entry is None
-            or entry.file != run[0].file
-            or entry.file_offset + entry.length - run[0].file_offset > RUN_BYTES
-        ):
-            yield from _read_run(reader, run)
-            run = []
-        if entry is not None:
-            run.append(entry)
-
-
-def _read_run(
-    reader: CheckpointReader, run: list[ObjectEntry]
-) -> Iterator[tuple[ObjectEntry, bytes | CheckpointFileError]]:
-    start = run[0].file_offset
-    end = max(e.file_offset + e.length for e in run)
+def _judged(
+    reader: CheckpointReader,
+    entry: ObjectEntry,
+    raw: bytes | CheckpointFileError | None,
+    seen: dict[tuple, tuple[str, str] | None],
+) -> tuple[str, str] | None:
+    """(severity, message) of one entry's finding, or None: what its pickle would run, or
+    why it could not be checked. Blobs of equal bytes get one verdict (`seen`): a DCP save
+    writes equal values as equal blobs, and Megatron's distributed optimizer saves ~20
+    small settings per parameter (`param_to_group_meta`), tens of thousands of blobs of a
+    few distinct values."""
+    key = None
+    if isinstance(raw, bytes):  # by digest: memory holds one per distinct blob, not its bytes
+        key = (hashlib.sha256(raw).digest(), entry.transforms, entry.name == ARGS_KEY)
+    if key is not None and key in seen:
+        return seen[key]
     try:
-        data = reader.store.read_range(run[0].file or "", start, end - start)
-    except CheckpointFileError as err:
-        for entry in run:
-            yield entry, err
-        return
-    for entry in run:
-        yield entry, data[entry.file_offset - start : entry.file_offset - start + entry.length]
+        if isinstance(raw, CheckpointFileError):
+            raise raw
+        found = entry_code_on_load(reader, entry, raw)
+        verdict = None if found is None else (found.severity, found.message())
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        reason = str(err).split("]: ", 1)[-1]
+        verdict = (ERROR, f"pickle not checked for code torch would run ({reason})")
+    if key is not None:
+        seen[key] = verdict
+    return verdict
 
 
 def check_object_pickles(
@@ -279,28 +276,25 @@ def check_object_pickles(
 ) -> None:
     """One finding per entry whose pickle a stock torch load would run code from, or whose
     pickle could not be checked (then nobody can say it is safe to hand to torch): the
-    first MAX_LISTED_ENTRIES, the rest counted in one more. Entries without storage or in
-    the `lost` data files are left to the checks that report those once."""
+    first MAX_LISTED_ENTRIES by name, the rest counted in one more. Entries without storage
+    or in the `lost` data files are left to the checks that report those once. Small blobs
+    are read a run of neighbours at a time and judged as they come, so memory holds one
+    run and the distinct verdicts, not every blob."""
     entries = [
         e for _, e in sorted(reader.objects.items()) if e.file is not None and e.file not in lost
     ]
-    read = dict(_small_blobs(reader, entries))
+    seen: dict[tuple, tuple[str, str] | None] = {}
+    verdicts = {
+        entry.name: _judged(reader, entry, raw, seen) for entry, raw in small_blobs(reader, entries)
+    }
     findings: list[tuple[str, str, str]] = []
     for entry in entries:
-        where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
-        raw = read.get(entry)
-        try:
-            if isinstance(raw, CheckpointFileError):
-                raise raw
-            found = entry_code_on_load(reader, entry, raw)
-        except (CheckpointFormatError, CheckpointFileError) as err:
-            reason = str(err).split("]: ", 1)[-1]
-            findings.append(
-                (ERROR, where, f"pickle not checked for code torch would run ({reason})")
-            )
-            continue
-        if found is not None:
-            findings.append((found.severity, where, found.message()))
+        verdict = (
+            verdicts[entry.name] if entry.name in verdicts else _judged(reader, entry, None, seen)
+        )
+        if verdict is not None:
+            where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
+            findings.append((verdict[0], where, verdict[1]))
     for severity, where, message in findings[:MAX_LISTED_ENTRIES]:
         report.add(severity, where, message)
     rest = findings[MAX_LISTED_ENTRIES:]

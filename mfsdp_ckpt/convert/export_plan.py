@@ -21,6 +21,7 @@ from mfsdp_ckpt.convert.mapping_errors import (
     AdapterWeightsError,
     MappingError,
     ShapeError,
+    StoredShapeError,
     UnsupportedModelError,
 )
 from mfsdp_ckpt.convert.megatron_config import HF_CONFIG_OPTION
@@ -44,6 +45,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
 )
 from mfsdp_ckpt.convert.recorded_layout import with_recorded_layout
+from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import stat_inside
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dtype_name
@@ -193,6 +195,25 @@ def model_weights(
     raise ExportError(f"{source.location} {mtp.refusal()}")
 
 
+def no_model_weights(source: ExportSource) -> ExportError:
+    """The error (exit 1) for a checkpoint that holds no model weights at all (verl's
+    `save_contents=[extra]` or `[optimizer, extra]`)."""
+    return ExportError(f"{source.location}: checkpoint holds no model weights (no model tensors)")
+
+
+def refuse_no_model_weights(source: ExportSource) -> None:
+    """`no_model_weights` where the checkpoint holds none, said before a config.json is
+    asked for: such a save has none either (verl writes its Hugging Face config with the
+    model only), and the --hf-config it was asked for led to this error next. Any other
+    trouble with its weights is said where the export plans them."""
+    try:
+        stored, _mtp = model_weights(source, drop_mtp=True)
+    except MfsdpError:
+        return
+    if not stored:
+        raise no_model_weights(source)
+
+
 def plan_export(
     source: ExportSource,
     config: JsonConfig | PretrainedConfig,
@@ -218,9 +239,7 @@ def plan_export(
     reader = source.reader
     stored, mtp = model_weights(source, drop_mtp)
     if not stored:
-        raise ExportError(
-            f"{source.location}: checkpoint holds no model weights (no model tensors)"
-        )
+        raise no_model_weights(source)
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
     unknown_error = _unmapped_error(paths, layout_name, hf_config)
     lora = None
@@ -230,8 +249,10 @@ def plan_export(
         if chosen_layout == MCORE:
             lora, paths, stored = _megatron_lora(config, paths, stored, geometry)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
-    except ShapeError as err:
+    except StoredShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
+    except ShapeError as err:  # the config's numbers: exit 2 when the user gave it
+        raise unknown_error(f"{source.location} {err}") from None
     except UnsupportedModelError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
@@ -273,12 +294,12 @@ def plan_export(
 def _unmapped_error(
     paths: dict[str, tuple[int, ...]], layout_name: str, hf_config: str | os.PathLike | None
 ) -> type[ExportUsageError] | type[ExportError]:
-    """What stored names the config and layout have no place for are (a q/k norm under a
-    config without one, an extra layer or expert): a usage error (exit 2) when the user chose
-    what they were mapped by, a config of their own (`hf_config`) or a layout other than
-    the one the names show (`layout_name`); else the checkpoint contradicts its own config
-    (its record, its huggingface/) and layout, and is what is wrong (exit 1), as validate
-    reports it."""
+    """What weights the config and layout contradict are (a q/k norm or an extra layer or
+    expert it has no place for, a shape or a weight it says otherwise or needs): a usage
+    error (exit 2) when the user chose what they were mapped by, a config of their own
+    (`hf_config`) or a layout other than the one the names show (`layout_name`); else the
+    checkpoint contradicts its own config (its record, its huggingface/) and layout, and
+    is what is wrong (exit 1), as validate reports it."""
     if hf_config is not None:
         return ExportUsageError
     if layout_name != "auto":
@@ -426,9 +447,9 @@ def _check_against_config(
     """Refuse a plan whose tensors the config's model would not load as written, before a
     byte is written: `from_pretrained` drops an unknown name and randomly initializes a
     missing one with a warning only, so such an export loads and is another model. Unknown
-    names raise `unknown_error` (`_unmapped_error`: the user's config or layout, or the
-    checkpoint's own); a wrong shape, a weight stored as integers or a missing weight is the
-    checkpoint's (a tied head is no weight of its own)."""
+    names, a wrong shape and a missing weight raise `unknown_error` (`_unmapped_error`: the
+    user's config or layout, or the checkpoint's own); a weight stored as integers is the
+    checkpoint's whatever the config (a tied head is no weight of its own)."""
     expected = expected_weights_of(config)
     produced = {
         t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)
@@ -443,7 +464,7 @@ def _check_against_config(
         )
     for target, (shape, src) in produced.items():
         if tuple(expected.allowed[target]) != tuple(shape):
-            raise ExportError(
+            raise unknown_error(
                 f"{source.location} [{src}]: shape {shape} as {target}, but the config"
                 f" ({config.model_type}) says {tuple(expected.allowed[target])}"
             )
@@ -459,7 +480,7 @@ def _check_against_config(
         required.discard("lm_head.weight")
     missing = sorted(required - set(produced), key=natural_order)
     if missing:
-        raise ExportError(
+        raise unknown_error(
             f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. "
             f"{missing[0]}"
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.validate import require_valid
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_plan import refuse_no_model_weights
 from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
     ExportSource,
@@ -214,6 +215,7 @@ def prepare_source(
         derived = _derived_config(source, local_paths)
         asset_location = derived.source if derived is not None else None
     if asset_location is None:
+        refuse_no_model_weights(source)  # a save without weights has no config either
         raise ExportUsageError(_no_config_message(source))
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(missing_hf_config(hf_config))
@@ -226,6 +228,8 @@ def prepare_source(
         skip = source.hf_skip if hf_config is None else ()
         assets = asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
     if HF_CONFIG_FILE not in assets:
+        if hf_config is None:  # an --hf-config given without one is the flag's fault first
+            refuse_no_model_weights(source)
         raise no_config_json(asset_location, hf_config, local_paths)
     if derived is None:
         refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.fused_tensors import COPY, Geometry, Transform
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
-from mfsdp_ckpt.convert.mapping_errors import ShapeError
+from mfsdp_ckpt.convert.mapping_errors import ShapeError, StoredShapeError
 from mfsdp_ckpt.convert.name_maps import MOE_NAMES
 from mfsdp_ckpt.storage.safetensors_source import StoredTensor
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the transforms get tensors from their caller
 
 def _fused_gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     if len(shape) != 3 or shape[1] % 2:
-        raise ShapeError(
+        raise StoredShapeError(
             f"fused experts gate/up has shape {shape}; needs [experts, 2 x ffn, hidden]"
         )
     return [(shape[1] // 2, shape[2])] * (2 * shape[0])
@@ -36,7 +36,9 @@ def _fused_gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int
 
 def _fused_down_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     if len(shape) != 3:
-        raise ShapeError(f"fused experts down has shape {shape}; needs [experts, hidden, ffn]")
+        raise StoredShapeError(
+            f"fused experts down has shape {shape}; needs [experts, hidden, ffn]"
+        )
     return [tuple(shape[1:])] * shape[0]
 
 
@@ -79,7 +81,7 @@ def fused_expert_targets(
     if names is None or match is None:
         return None
     if match["kind"] != "gate.weight" and shape and shape[0] > MAX_EXPERTS:
-        raise ShapeError(
+        raise StoredShapeError(
             f"[{name}]: shape {shape} claims {shape[0]} experts, more than {MAX_EXPERTS}"
         )
     block = f"{match['layer']}.{names.block}"
@@ -145,7 +147,7 @@ def hub_expert_entries(
         try:
             shapes = transform.shapes(entry.shape, None)  # type: ignore[arg-type]
         except ShapeError as err:
-            raise ShapeError(f"[{name}]: {err}") from None
+            raise type(err)(f"[{name}]: {err}") from None
         offset = entry.offset
         for target, shape in zip(targets, shapes, strict=True):
             out[target] = dataclasses.replace(entry, name=target, shape=tuple(shape), offset=offset)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError
-from mfsdp_ckpt.convert.vocab_padding import RecordedPadding, vocab_rows_problem
+from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, StoredShapeError
+from mfsdp_ckpt.convert.vocab_padding import RecordedPadding, check_vocab_rows
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
     import torch
@@ -167,22 +167,20 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
 
 def _gate_up_shapes(shape: tuple[int, ...], order: GateUpOrder) -> list[tuple[int, ...]]:
     if order.unknown is not None:
-        raise ShapeError(
+        raise StoredShapeError(
             f"{order.unknown}; not exported (a save that splits fc1 into weight_w / weight_v"
             " exports)"
         )
     if not shape or shape[0] % (2 * order.ranks):
         pieces = f" in each of {order.ranks} tensor-parallel pieces" if order.ranks > 1 else ""
-        raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must split in two{pieces}")
+        raise StoredShapeError(f"fused gate/up has shape {shape}; dim 0 must split in two{pieces}")
     return [(shape[0] // 2, *shape[1:])] * 2
 
 
 def _vocab_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     if not shape or g.vocab_size is None:
         return [shape]
-    problem = vocab_rows_problem(shape[0], g.vocab_size, g.vocab_padding)
-    if problem is not None:
-        raise ShapeError(problem)
+    check_vocab_rows(shape[0], g.vocab_size, g.vocab_padding)
     return [(g.vocab_size, *shape[1:])]
 
 

@@ -234,12 +234,17 @@ SIZE_KEYS = (*SHAPE_KEYS, "head_dim")
 # generated (three tensors an expert, every layer), so a claim of more is refused first.
 MAX_EXPERTS = 1 << 14
 EXPERT_KEYS = ("num_experts", "num_local_experts")
+# Each bound alone still let 1024 layers of 16384 experts through: some 50 million generated
+# names, gigabytes before any weight was compared. Released MoE models stay tens of thousands
+# of experts in all layers together, far under this.
+MAX_EXPERTS_IN_ALL_LAYERS = 1 << 17
 
 
 def check_geometry(data: dict, where: str | os.PathLike) -> None:
     """HFConfigError (one line naming the key) unless the sizes config.json gives are
-    positive integers that divide as attention needs, with at most MAX_LAYERS layers.
-    Checked before any name or shape is generated from them."""
+    positive integers that divide as attention needs, with at most MAX_LAYERS layers and
+    MAX_EXPERTS_IN_ALL_LAYERS experts over all layers. Checked before any name or shape is
+    generated from them."""
     for key in SIZE_KEYS:
         value = data.get(key)
         if value is None:
@@ -259,6 +264,11 @@ def check_geometry(data: dict, where: str | os.PathLike) -> None:
             raise HFConfigError(f"{where}: {key} must be a count of experts, got {experts!r:.80}")
         if experts > MAX_EXPERTS:
             raise HFConfigError(f"{where}: {key}={experts} is over the {MAX_EXPERTS} allowed")
+        if layers is not None and layers * experts > MAX_EXPERTS_IN_ALL_LAYERS:
+            raise HFConfigError(
+                f"{where}: num_hidden_layers={layers} x {key}={experts} is"
+                f" {layers * experts} experts in all, over the {MAX_EXPERTS_IN_ALL_LAYERS} allowed"
+            )
     heads, kv_heads = data.get("num_attention_heads"), data.get("num_key_value_heads")
     if heads is not None and kv_heads is not None and heads % kv_heads:
         raise HFConfigError(

@@ -81,6 +81,7 @@ from mfsdp_ckpt.convert.hf_config import (
 from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, UnsupportedModelError
 from mfsdp_ckpt.convert.megatron_record import read_args
 from mfsdp_ckpt.convert.name_maps import (
+    DEFAULT_NORMS,
     HF,
     LAYOUTS,
     MCORE,
@@ -193,14 +194,25 @@ class ImportPlan:
 
 
 def _refuse_bad_request(
-    hf_dir: Path, *, layout_name: str, dtype: str, norms: str, experts: str
-) -> str:
+    hf_dir: Path, *, layout_name: str, dtype: str, norms: str | None, experts: str | None
+) -> tuple[str, str]:
     """The options and the model dir checked without reading it: ImportUsageError (exit 2)
-    for a choice that does not exist or a model dir that is missing or a file. Cheap, so
-    import-hf runs it before claiming --out, and the long reads after. Returns `experts`
-    with auto resolved (`default_experts` of `norms`)."""
+    for a choice that does not exist, Megatron-core names given (`norms`, `experts`: None
+    when not) to the hf layout, which writes transformers' names, or a model dir that is
+    missing or a file. Cheap, so import-hf runs it before claiming --out, and the long
+    reads after. Returns `norms` and `experts` with the defaults and auto resolved
+    (`default_experts` of `norms`)."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
+    named = {"--mcore-norms": norms, "--mcore-experts": experts}
+    given = [f"{flag} {value}" for flag, value in named.items() if value is not None]
+    if layout_name == HF and given:
+        raise ImportUsageError(
+            f"{' and '.join(given)}: --layout hf writes transformers' names, not Megatron-core's;"
+            f" leave {'them' if len(given) > 1 else 'it'} out, or import with --layout mcore"
+        )
+    norms = DEFAULT_NORMS if norms is None else norms
+    experts = "auto" if experts is None else experts
     if norms not in MCORE_NORMS:
         raise ImportUsageError(f"--mcore-norms {norms!r}: choose {', '.join(MCORE_NORMS)}")
     if experts == "auto":
@@ -215,7 +227,7 @@ def _refuse_bad_request(
         raise ImportUsageError(
             f"{hf_dir}: no such directory (give a Hugging Face model dir){hub_id_hint(hf_dir, '')}"
         )
-    return experts
+    return norms, experts
 
 
 def _not_a_model_dir(hf_dir: Path) -> str:
@@ -237,13 +249,15 @@ def plan_model_import(
     *,
     layout_name: str = MCORE,
     dtype: str = "auto",
-    norms: str = "local",
-    experts: str = "auto",
+    norms: str | None = None,
+    experts: str | None = None,
 ) -> ImportPlan:
     """Read config and safetensors headers, map names, check shapes; no weight is read but
     a tied config's own `lm_head.weight`, compared with the embedding (`_refuse_untied_head`).
-    `experts` auto: the expert layout of the spec `norms` names (`default_experts`)."""
-    experts = _refuse_bad_request(
+    `norms` and `experts` name the mcore layout's norms and experts (None: not given, so
+    DEFAULT_NORMS and auto, the expert layout of the spec `norms` names: `default_experts`);
+    the hf layout refuses them."""
+    norms, experts = _refuse_bad_request(
         hf_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
     )
     config, expected = _read_config(hf_dir)
@@ -520,7 +534,8 @@ def _write_model(
                 if not allow_nonfinite:
                     _refuse_nonfinite_cast(plan, item, tensor)
                 writer.add_tensor(path, tensor)
-                report(*writer.written())  # a cast takes a while: show it
+            # each tensor is read here (its NaN/Inf check) or cast: a minute for 60k experts
+            report(*writer.written())
         for item, same_as in aliases:
             writer.add_alias(plan.state_path(item), plan.state_path(same_as))
         if plan.layout == MCORE:
@@ -539,8 +554,8 @@ def import_hf(
     *,
     layout_name: str = MCORE,
     dtype: str = "auto",
-    norms: str = "local",
-    experts: str = "auto",
+    norms: str | None = None,
+    experts: str | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
     allow_nonfinite: bool = False,

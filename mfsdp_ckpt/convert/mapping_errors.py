@@ -28,4 +28,12 @@ class AdapterWeightsError(MappingError):
 
 
 class ShapeError(MappingError):
-    """A stored shape the config contradicts (the checkpoint, not the request, is wrong)."""
+    """A stored shape the config contradicts: the config is what is wrong when the user
+    gave it (export-hf --hf-config: exit 2), the checkpoint when the config is its own
+    (its record, its huggingface/: exit 1)."""
+
+
+class StoredShapeError(ShapeError):
+    """A stored shape wrong whatever the config says (rows other than its own record states,
+    a fused tensor that does not split, an order its record leaves unknown): the
+    checkpoint's fault (exit 1). Callers that add the tensor's name keep the class."""

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.fused_tensors import COPY, GATE_UP, QKV, Geometry, Transform
-from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError, ShapeError
+from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError, ShapeError, StoredShapeError
 
 if TYPE_CHECKING:
     import torch
@@ -148,13 +148,13 @@ def check_b_splits(
     included (its rows would be split by a guess)."""
     for target in lora.targets.values():
         if target.transform is GATE_UP and geometry.gate_up.unknown is not None:
-            raise ShapeError(
+            raise StoredShapeError(
                 f"[{target.b_key}]: the LoRA B of {geometry.gate_up.unknown}; not exported"
             )
         try:
             target.transform.shapes(shapes[target.b_key], geometry)
         except ShapeError as err:
-            raise ShapeError(f"[{target.b_key}]: {err}") from None
+            raise type(err)(f"[{target.b_key}]: {err}") from None
 
 
 def _is_adapter(path: str) -> bool:

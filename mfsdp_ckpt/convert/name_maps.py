@@ -291,6 +291,7 @@ def _layer_list(layers: list[int]) -> str:
 # that is what is written, and what its load path turns back into the fused parameter.
 # local spec (get_gpt_layer_local_spec) or Transformer Engine's norms fused into the linears
 MCORE_NORMS = ("local", "te")
+DEFAULT_NORMS = "local"  # Megatron-core's local layer spec: no Transformer Engine
 _MCORE_NORM_NAMES = {
     "local": (_L + "input_layernorm.weight", _L + "pre_mlp_layernorm.weight"),
     "te": (
@@ -506,7 +507,7 @@ def plan_import(
     layout: str,
     model_type: str,
     geometry: Geometry,
-    norms: str = "local",
+    norms: str = DEFAULT_NORMS,
     experts: str = "grouped",
 ) -> list[ImportItem]:
     """Which HF tensors make which target tensor, with shapes; raises before any I/O.
@@ -561,7 +562,7 @@ def plan_import(
             try:
                 shape = rule.merge.shape([tuple(remaining[s]) for s in sources], geometry)
             except ShapeError as err:
-                raise ShapeError(f"[{target}]: {err}") from None
+                raise type(err)(f"[{target}]: {err}") from None
             items.append(ImportItem(target, sources, shape, rule.merge))
             for source in sources:
                 del remaining[source]
@@ -759,7 +760,7 @@ def map_names(
             try:
                 shapes = tuple(rule.transform.shapes(shape, geometry))
             except ShapeError as err:
-                raise ShapeError(f"[{stored_keys[path]}]: {err}") from None
+                raise type(err)(f"[{stored_keys[path]}]: {err}") from None
             planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
         if unmapped:
             raise MappingError(

@@ -10,7 +10,8 @@ Two layouts depend on settings no tensor shows, only the run's record:
   transformer_config.json of a model Bridge built), which pads by that rule only when it
   is true and else holds vocab_size rows exactly. verl's transformer_config.json without
   it (Megatron-core's TransformerConfig, which knows no vocabulary) and a Bridge record
-  without it state no padding: the guess decides.
+  without it state no padding: the guess decides. `args` holding None is an import's
+  (`import-hf --layout mcore`), whose rows are its model's: no padding at all.
 * the gate and up rows of a fused SwiGLU linear_fc1 (`fused_tensors.GateUpOrder`): each
   tensor-parallel rank holds [gate_r; up_r]. Megatron-FSDP keeps a parameter as one DTensor
   over the ranks' pieces in rank order, so an fsdp_dtensor save that left fc1 fused holds
@@ -76,10 +77,12 @@ class Record:
     where: str
     ckpt_format: str | None
     megatron_lm: bool = False  # Megatron-LM's args: its padding rule holds without a flag
+    imported: bool = False  # `args` None: an import's weights, no run's record
 
 
 def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> Record | None:
-    """The checkpoint's record (module docstring); None when it keeps none. Raises
+    """The checkpoint's record (module docstring), one of no settings for an import's
+    `args` None; None when it keeps none. Raises
     CheckpointFormatError / CheckpointFileError for one that cannot be read."""
     if paths is not None and paths.run_config is not None:
         data = run_config_data(paths.run_config, paths.root)
@@ -95,10 +98,11 @@ def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) 
             return verl
     if ARGS_KEY in reader.objects:
         args = read_args(reader)
-        if args is not None:
-            found = args.get("ckpt_format")
-            where = f"{reader.root} [{ARGS_KEY}]"
-            return Record(args, where, found if isinstance(found, str) else None, megatron_lm=True)
+        where = f"{reader.root} [{ARGS_KEY}]"
+        if args is None:
+            return Record({}, where, None, imported=True)
+        found = args.get("ckpt_format")
+        return Record(args, where, found if isinstance(found, str) else None, megatron_lm=True)
     return None
 
 
@@ -167,6 +171,9 @@ def _padding(record: Record) -> RecordedPadding | None:
     """The vocabulary padding the record states (module docstring), None where it states
     none."""
     fields = record.fields
+    if record.imported:
+        where = f"an import holds its model's rows, unpadded ({record.where} holds None)"
+        return RecordedPadding(1, where, imported=True)
     if BRIDGE_PADS_KEY in fields:
         pads = fields[BRIDGE_PADS_KEY]
         if pads is False:

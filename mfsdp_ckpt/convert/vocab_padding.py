@@ -33,6 +33,13 @@ That rule is a guess at settings the checkpoint may record; where its record hol
 * should_pad_vocab false (Megatron-Bridge, and verl's transformer_config.json of a Bridge
   model) holds vocab_size rows exactly. verl's transformer_config.json without it holds
   no vocabulary setting at all, and the guess decides.
+* `args` holding None is an import's (`import-hf --layout mcore`; no training run saves
+  it): the Hugging Face model's rows, unpadded, so vocab_size rows exactly. More is a
+  config of another model, never padding to drop.
+
+Rows other than the padded_vocab_size the record states contradict the record whatever the
+config says (`StoredShapeError`: the checkpoint is wrong); every other problem is the
+config's (`ShapeError`: the user's config when they gave one).
 
 Megatron-LM pads its tokenizer's length, not the config's vocab_size: Qwen2.5's
 tokenizer holds 151665 tokens, which it pads to 151680 rows, while Qwen2.5's config.json
@@ -47,6 +54,8 @@ vocab_size fits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from mfsdp_ckpt.convert.mapping_errors import ShapeError, StoredShapeError
 
 MAX_POWER_OF_TWO = 128  # Megatron-LM's default --make-vocab-size-divisible-by
 MAX_FACTOR = 64  # tensor-parallel size (or an odd divisible-by factor)
@@ -75,11 +84,13 @@ class RecordedPadding:
     """Megatron's padding as a checkpoint's record states it: the stored rows are `rows`
     where it states them (padded_vocab_size), else vocab_size rounded up to a multiple of
     `multiple` (make_vocab_size_divisible_by times the tensor-parallel size; 1 where the
-    run padded nothing); `source` names the settings and the record, for an error line."""
+    run padded nothing); `source` names the settings and the record, for an error line;
+    `imported`: no run made the rows, an import wrote its model's (`multiple` 1)."""
 
     multiple: int | None  # None: only `rows` is stated
     source: str
     rows: int | None = None  # the padded size the record states (padded_vocab_size), if any
+    imported: bool = False
 
     def rows_for(self, vocab_size: int) -> int:
         """The rows the run built for `vocab_size`: the stated ones, else Megatron's
@@ -97,33 +108,58 @@ def vocab_rows_problem(
     """Why `rows` stored rows cannot be exported as `vocab_size` tokens, or None when they
     can: equal, or larger by Megatron's padding (the `recorded` rule where the checkpoint
     records one, else the guess above)."""
+    found = _rows_problem(rows, vocab_size, recorded)
+    return None if found is None else found[0]
+
+
+def check_vocab_rows(rows: int, vocab_size: int, recorded: RecordedPadding | None = None) -> None:
+    """`vocab_rows_problem` raised: StoredShapeError where the rows contradict the record
+    whatever the config says, else ShapeError (the config is another model's)."""
+    found = _rows_problem(rows, vocab_size, recorded)
+    if found is not None:
+        problem, stored = found
+        raise StoredShapeError(problem) if stored else ShapeError(problem)
+
+
+def _rows_problem(
+    rows: int, vocab_size: int, recorded: RecordedPadding | None
+) -> tuple[str, bool] | None:
+    """`vocab_rows_problem`'s line, and whether the rows contradict the record itself."""
     if rows < vocab_size and recorded is not None and recorded.rows == rows:
         return (
             f"{rows} rows, fewer than the config's vocab_size {vocab_size}: the rows the run"
             f" built for its tokenizer's tokens ({recorded.source}), so every token has its"
             f" row; a config with vocab_size {rows} holds them (export-hf and training"
             f" from model.hf_config use one; model.overrides.vocab_size={rows} sets it)"
-        )
+        ), False
+    if recorded is not None and recorded.rows is not None and rows != recorded.rows:
+        return f"{rows} rows, but {_made(recorded, vocab_size, recorded.rows)}", True
     if rows < vocab_size:
         value_head = " (a value head: validate a critic with --role critic)" if rows == 1 else ""
         return (
             f"{rows} rows{value_head}, fewer than the config's vocab_size {vocab_size}; the"
             " config belongs to another model (or the tokenizer grew): use the config the run"
             " trained with"
-        )
+        ), False
     if recorded is not None:
         padded = recorded.rows_for(vocab_size)
         if rows != padded:
-            return f"{rows} rows, but {_made(recorded, vocab_size, padded)}"
+            return f"{rows} rows, but {_made(recorded, vocab_size, padded)}", False
         if recorded.rows is None:
             return None
-    return _guessed_problem(rows, vocab_size)
+    problem = _guessed_problem(rows, vocab_size)
+    return None if problem is None else (problem, False)
 
 
 def _made(recorded: RecordedPadding, vocab_size: int, padded: int) -> str:
     """What the run's record says it built, and so what the rows tell."""
     if recorded.rows is not None:
         return f"the run built {padded} ({recorded.source}): not the weights its record describes"
+    if recorded.imported:
+        return (
+            f"{recorded.source}, as many as the config's vocab_size {vocab_size}; the config"
+            " belongs to another model: use the config of the model imported"
+        )
     made = (
         f"pads the config's vocab_size {vocab_size} to {padded} rows"
         if padded != vocab_size

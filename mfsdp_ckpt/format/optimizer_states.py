@@ -55,6 +55,11 @@ class OptimizerStates:
 
 
 _ADAM = ("exp_avg", "exp_avg_sq")
+# Megatron's distributed optimizer keeps each parameter's fp32 main weight beside its states
+# as `param` (distrib_optimizer.py: ("param",) + optimizer_state_keys, which are Adam's or
+# Lion's): torch_dist's model-space optimizer state, which Megatron-LM's
+# checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor writes under these names.
+_MAIN_PARAM = "param"
 
 # First match wins. A set may fit two optimizers (Adam's moments alone also fit
 # transformers' Adafactor with beta1 on vectors only): the common one comes first, and the
@@ -65,8 +70,8 @@ KNOWN_OPTIMIZERS: tuple[OptimizerStates, ...] = (
         "Adam",  # AdamW, NAdam and RAdam keep the same
         (_ADAM,),
         # max_exp_avg_sq: amsgrad; master_param: Megatron's precision-aware optimizer
-        like_parameter=frozenset({*_ADAM, "max_exp_avg_sq", "master_param"}),
-        optional=frozenset({"max_exp_avg_sq", "master_param"}),
+        like_parameter=frozenset({*_ADAM, "max_exp_avg_sq", "master_param", _MAIN_PARAM}),
+        optional=frozenset({"max_exp_avg_sq", "master_param", _MAIN_PARAM}),
         bookkeeping=frozenset({"step", "mu_product"}),  # mu_product: NAdam
     ),
     OptimizerStates("Adamax", (("exp_avg", "exp_inf"),), frozenset({"exp_avg", "exp_inf"})),
@@ -92,7 +97,13 @@ KNOWN_OPTIMIZERS: tuple[OptimizerStates, ...] = (
     OptimizerStates("Adagrad", (("sum",),), frozenset({"sum"})),
     OptimizerStates("SGD", (("momentum_buffer",),), frozenset({"momentum_buffer"})),
     # Lion keeps no step: Adam's states with every exp_avg_sq lost are no Lion's
-    OptimizerStates("Lion", (("exp_avg",),), frozenset({"exp_avg"}), bookkeeping=frozenset()),
+    OptimizerStates(
+        "Lion",
+        (("exp_avg",),),
+        frozenset({"exp_avg", _MAIN_PARAM}),
+        optional=frozenset({_MAIN_PARAM}),
+        bookkeeping=frozenset(),
+    ),
 )
 
 

@@ -182,10 +182,13 @@ _PLAIN_OPS = (
 
 @dataclasses.dataclass(frozen=True)
 class Placeholder:
-    """A global the pickle names that is not admitted: its name, never imported."""
+    """A global the pickle names that is not admitted: its name, never imported. `lookup`:
+    an enum class whose only admitted call is a member's lookup by one int (what pickle
+    writes for an IntEnum member), its member never written into."""
 
     module: str
     name: str
+    lookup: bool = False
 
     @property
     def qualname(self) -> str:
@@ -508,6 +511,13 @@ class RestrictedUnpickler(pickle._Unpickler):
         if not isinstance(args, tuple):
             raise PickleRefused("constructor arguments are not a tuple")
         result = PlaceholderCall(target, args)  # holds the arguments, copies nothing
+        if target.lookup:  # a member: never fresh, so no BUILD writes into it
+            if len(args) != 1 or type(args[0]) is not int:
+                raise PickleRefused(
+                    f"refusing {target.qualname} called with {args!r:.40}: only its member"
+                    " lookup by one int is read"
+                )
+            return result
         self._fresh[id(result)] = result
         return result
 
@@ -744,7 +754,10 @@ class GlobalUse:
     held as a value). `name` is "module.qualname"; `UNNAMED` when the pickle computes it
     (STACK_GLOBAL of strings it did not spell out, an extension code), `COMPUTED` for a
     call of something that is no global (the result of an earlier call). `one_scalar`: a
-    call with one int or str argument, the shape of an enum member's pickle. `instance`:
+    call with one int or str argument, the shape of an enum member's pickle; `one_int`:
+    one int argument (an IntEnum member's, or a plain class's `__new__` given one int); a
+    BUILD into what a `one_scalar` call returned (an enum member, one object shared by the
+    whole process) is `built_into` its class. `instance`:
     the call is NEWOBJ's `cls.__new__(cls)`, an object rebuilt without its `__init__` (a
     dataclass's, a plain class's pickle)."""
 
@@ -752,6 +765,7 @@ class GlobalUse:
     called: bool = False
     built_into: bool = False
     one_scalar: bool = False
+    one_int: bool = False
     instance: bool = False
 
 
@@ -761,13 +775,16 @@ COMPUTED = "<a callable an earlier call returned>"
 
 @dataclasses.dataclass(frozen=True)
 class _Ref:
-    """A global on the (modelled) stack; `made`: the result of calling it."""
+    """A global on the (modelled) stack; `made`: the result of calling it; `member`: of
+    calling it with one scalar (an enum member, shared by the whole process)."""
 
     name: str
     made: bool = False
+    member: bool = False
 
 
-_SCALAR_ARGS = object()  # a 1-tuple of one int or str: an enum member's arguments
+_TEXT_ARG = object()  # a 1-tuple of one str: an enum member's arguments
+_INT_ARG = object()  # a 1-tuple of one int: an enum member's arguments
 _TEXT_OPS = frozenset(("UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"))
 _NUMBER_OPS = frozenset(("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1"))
 _CALL_OPS = frozenset(("REDUCE", "NEWOBJ", "NEWOBJ_EX", "OBJ", "INST"))
@@ -851,17 +868,20 @@ def _pushed(
     if name == "MEMOIZE":
         return popped
     if name == "TUPLE1":
-        return [_SCALAR_ARGS if type(popped[0]) in (int, str) else None]
+        return [{int: _INT_ARG, str: _TEXT_ARG}.get(type(popped[0]))]
     if name in _CALL_OPS:  # the callee is what the opcode took first (OBJ: after its mark)
         callee = popped[0]
         target = callee.name if isinstance(callee, _Ref) and not callee.made else COMPUTED
-        scalar = name == "REDUCE" and popped[1] is _SCALAR_ARGS
+        one_int = name in ("REDUCE", "NEWOBJ") and popped[1] is _INT_ARG
+        scalar = name == "REDUCE" and popped[1] in (_INT_ARG, _TEXT_ARG)
         instance = name in ("NEWOBJ", "NEWOBJ_EX")
-        uses.append(GlobalUse(target, called=True, one_scalar=scalar, instance=instance))
-        return [_Ref(target, made=True)]
+        uses.append(
+            GlobalUse(target, called=True, one_scalar=scalar, one_int=one_int, instance=instance)
+        )
+        return [_Ref(target, made=True, member=scalar)]
     if name in _FILLS:  # the target stays; filling a global itself changes it for everyone
         target = popped[0]
-        if isinstance(target, _Ref) and not target.made:
+        if isinstance(target, _Ref) and (not target.made or target.member):
             uses.append(GlobalUse(target.name, built_into=True))
         return [target]
     return [None] * len(_AFTER[name])

@@ -9,7 +9,10 @@ Two of them carry what a reader of a Megatron-LM or Megatron-Bridge checkpoint n
   restricted unpickler: the Namespace becomes a plain dict, every other global a
   `Placeholder` (its name), every call of one a `PlaceholderCall` (inert data). Globals of
   the modules that reach the operating system or the interpreter (`os.system`,
-  `builtins.eval`, ...) never appear in a Namespace Megatron writes: they are refused.
+  `builtins.eval`, ...) never appear in a Namespace Megatron writes: they are refused,
+  but for the enum classes of those modules Megatron-LM's args hold members of
+  (`ENUM_LOOKUPS`: `exit_signal` is `signal.SIGTERM`), whose one admitted call is the
+  member's lookup by one int.
 * Megatron-Bridge's `latest_train_state.pt` / `train_state.pt`: a dict of 0-dim tensors
   (`step`, `consumed_train_samples`, ...). `load_scalars` reads their values from the
   tensors' records by dtype, never through a tensor.
@@ -103,13 +106,24 @@ REFUSED_MODULES = frozenset(
 )
 
 
+# IntEnum classes of REFUSED_MODULES whose pickled members Megatron-LM's args hold: a
+# member pickles as its class called with its int value, a lookup that runs nothing.
+# `exit_signal` (Megatron-LM's TrainingConfig since core_v0.16.0) is `signal.SIGTERM`.
+ENUM_LOOKUPS = frozenset({"signal.Signals"})
+
+
 def args_placeholder(module: str, name: str) -> Placeholder:
     """What a global in Megatron-LM's `args` stands for: a Placeholder (a user's class or
     function named in a value is recorded, never imported), refused for the modules that
-    can run code or reach the system, which a checkpoint's args never name."""
+    can run code or reach the system, which a checkpoint's args name only for an enum
+    member of ENUM_LOOKUPS (a Placeholder admitting that lookup alone)."""
+    if f"{module}.{name}" in ENUM_LOOKUPS:
+        return Placeholder(module, name, lookup=True)
     root = module.split(".")[0]
     if module in REFUSED_MODULES or root in REFUSED_MODULES:
-        raise PickleRefused(f"refusing global {module}.{name}: a checkpoint's args never name it")
+        raise PickleRefused(
+            f"refusing global {module}.{name}: its module can run code or reach the system"
+        )
     return Placeholder(module, name)
 
 
@@ -251,6 +265,7 @@ def _scalar(
 
 
 __all__ = [
+    "ENUM_LOOKUPS",
     "MAX_SAVED_OBJECT_BYTES",
     "TENSOR_LAYOUT_GLOBALS",
     "archive_pickle",

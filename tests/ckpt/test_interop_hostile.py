@@ -43,7 +43,7 @@ def test_a_hostile_ckpt_contents_json_is_one_line(made_optim, tmp_path):
     contents.unlink()
     os.mkfifo(contents)
     code, out, err = run_cli("ckpt", "inspect", laid.run)
-    assert code == 2 and "FIFO" in one_error_line(err), out + err
+    assert code == 1 and "FIFO" in one_error_line(err), out + err
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_a_malformed_ckpt_contents_json_is_one_line(made_optim, tmp_path, text, 
     (laid.levels["actor"] / layout.VERL_CONTENTS_FILE).write_text(text)
     code, out, err = run_cli("ckpt", "inspect", laid.run)
     line = one_error_line(err)
-    assert code == 2 and layout.VERL_CONTENTS_FILE in line and says in line, out + err
+    assert code == 1 and layout.VERL_CONTENTS_FILE in line and says in line, out + err
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from tests.support.megatron_checkpoints import source_logits
 from trainer.model_source import ModelSource, load_checkpoint_weights
 
 FAMILIES = ("qwen3_moe", "qwen2_moe", "mixtral")
-# (--layout, --mcore-experts)
-LAYOUTS = (("mcore", "grouped"), ("mcore", "sequential"), ("hf", "grouped"))
+# (--layout, --mcore-experts; the hf layout keeps transformers' names and takes none)
+LAYOUTS = (("mcore", "grouped"), ("mcore", "sequential"), ("hf", None))
 
 
 @functools.cache
@@ -58,9 +58,10 @@ def _dcp_tensors(dcp_dir: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def _import(source: Path, out: Path, layout: str, experts: str) -> None:
+def _import(source: Path, out: Path, layout: str, experts: str | None) -> None:
+    named = ("--mcore-experts", experts) if experts is not None else ()
     code, stdout, err = run_cli(
-        "ckpt", "import-hf", source, "--out", out, "--layout", layout, "--mcore-experts", experts
+        "ckpt", "import-hf", source, "--out", out, "--layout", layout, *named
     )
     assert code == 0, stdout + err
 
@@ -136,7 +137,7 @@ def test_training_loads_the_import_into_the_fused_experts(layout, tmp_path):
     from transformers import AutoModelForCausalLM
 
     model, source = _saved(tmp_path, "qwen2_moe")
-    _import(source, tmp_path / "imported", layout, "grouped")
+    _import(source, tmp_path / "imported", layout, "grouped" if layout == "mcore" else None)
     torch.manual_seed(0)
     loaded = AutoModelForCausalLM.from_config(model.config).eval()
     checkpoint = resolve_checkpoint(tmp_path / "imported")
@@ -148,7 +149,7 @@ def test_training_loads_the_import_into_the_fused_experts(layout, tmp_path):
 
 def test_hf_layout_import_validates_deep_and_strict(tmp_path):
     _, source = _saved(tmp_path, "mixtral")
-    _import(source, tmp_path / "run", "hf", "grouped")
+    _import(source, tmp_path / "run", "hf", None)
     code, stdout, err = run_cli(
         "ckpt", "validate", tmp_path / "run", "--deep", "--strict", "--json"
     )
@@ -170,7 +171,7 @@ def test_dense_layers_among_moe_ones_are_refused_for_mcore_naming_the_key(change
     code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", tmp_path / "mcore")
     assert code == 1 and key in one_error_line(err), stdout + err
     assert not (tmp_path / "mcore").exists()
-    _import(source, tmp_path / "run", "hf", "grouped")
+    _import(source, tmp_path / "run", "hf", None)
     code, stdout, err = run_cli("ckpt", "export-hf", tmp_path / "run", "--out", tmp_path / "hf")
     assert code == 0, stdout + err
     ids, expected = source_logits(model)

@@ -427,3 +427,23 @@ def test_a_stored_fused_tensor_claiming_a_billion_experts_is_refused_naming_it(t
             line = one_error_line(err) if not stdout.strip() else stdout
             assert "claims 1000000000 experts" in line and name in line, stdout + err
     assert not (tmp_path / "hf").exists()
+
+
+def test_layers_times_experts_is_bounded_before_naming_them(moe_model, tmp_path):
+    """1024 layers of 16384 experts pass each bound alone, and their names (some 50 million)
+    took gigabytes and minutes before any weight was compared: their product is refused
+    first, exit 2 naming both keys."""
+    from tests.support.megatron_checkpoints import mcore_weights
+
+    ckpt = save_dcp({"model": mcore_weights(moe_model)}, tmp_path / "d")
+    data = moe_model.config.to_dict()
+    data.pop("num_local_experts", None)
+    data.update(num_hidden_layers=1024, num_experts=16384)
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "config.json").write_text(json.dumps(data))
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", tmp_path / "hf"
+    )
+    line = one_error_line(err)
+    assert code == 2 and "num_hidden_layers=1024 x num_experts=16384" in line, stdout + err
+    assert "over the 131072 allowed" in line, line

@@ -81,15 +81,21 @@ def test_a_tokenizer_past_the_rows_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "recorded",
-    [dict(padded_vocab_size=None), dict(padded_vocab_size=256), dict(pad_vocab_size=False)],
+    ("recorded", "code", "words"),
+    [
+        (dict(padded_vocab_size=None), 2, "fewer than the config's vocab_size"),
+        (dict(padded_vocab_size=256), 1, "the run built 256 (padded_vocab_size=256 in"),
+        (dict(pad_vocab_size=False), 2, "fewer than the config's vocab_size"),
+    ],
     ids=["none", "another", "not padded"],
 )
-def test_rows_the_record_does_not_state_are_refused_as_before(recorded, tmp_path):
+def test_rows_the_record_does_not_state_are_refused_as_before(recorded, code, words, tmp_path):
+    """Exit 2 where --hf-config's vocab_size is what the rows contradict; exit 1 where they
+    contradict the rows the record states it built, whatever the config says."""
     _, run, given = _run(tmp_path, **recorded)
-    code, _, err = run_cli("ckpt", "export-hf", run, "--hf-config", given, "--out", tmp_path / "o")
+    found, _, err = run_cli("ckpt", "export-hf", run, "--hf-config", given, "--out", tmp_path / "o")
     line = one_error_line(err)
-    assert code == 1 and EMBEDDING in line and "fewer than the config's vocab_size" in line
+    assert found == code and EMBEDDING in line and words in line, err
     assert "vocab_size 128, not" not in err
 
 

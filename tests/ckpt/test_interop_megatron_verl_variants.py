@@ -228,8 +228,8 @@ def test_an_empty_v2_model_dir_is_exit_1(tmp_path):
 
 
 def test_a_step_newer_than_the_tracker_is_noted(tmp_path):
-    """verl's async save never updates the tracker: the run resumes (and mfsdp reads) the
-    tracker's step, and the note names the newer one."""
+    """Older verl's async save never updated the tracker: the run resumes (and mfsdp reads)
+    the tracker's step, and the note names the newer one with verl's reason."""
     run = tmp_path / "run"
     state = MAKER.state_dict(MAKER.CONFIG)
     _verl_step(run, 40, state)
@@ -239,6 +239,7 @@ def test_a_step_newer_than_the_tracker_is_noted(tmp_path):
     report = json.loads(out)
     assert code == 0 and report["step"] == 40, out + err
     assert "global_step_80/ (step 80) is newer" in report["note"]
+    assert "(older verl's async save never updated the tracker;" in report["note"]
     assert f"give {run / 'global_step_80'}" in report["note"]
     code, out, err = run_cli("ckpt", "validate", run)
     assert code == 0 and err.startswith("note: ") and "is newer" in err

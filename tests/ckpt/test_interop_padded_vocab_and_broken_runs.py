@@ -169,8 +169,8 @@ def test_rows_no_padding_explains_are_refused_naming_the_tensor(rows, words, tmp
         "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", tmp_path / "hf"
     )
     line = one_error_line(err)
-    assert code == 1 and "[model.module.embedding.word_embeddings.weight]" in line, out + err
-    assert words in line
+    assert code == 2 and "[model.module.embedding.word_embeddings.weight]" in line, out + err
+    assert words in line  # --hf-config's vocab_size is what the rows contradict: exit 2
     assert not (tmp_path / "hf").exists()
     code, out, err = run_cli("ckpt", "validate", ckpt, "--hf-config", tmp_path / "assets")
     assert code == 1 and words in out, out + err

@@ -142,7 +142,9 @@ def test_unreadable_metadata_exits_1(run_dir, tmp_path):
     _assert_clean_failure(result, 1, ".metadata", out_parent=tmp_path / "out")
 
 
-def test_shapes_contradicting_config_exit_1(run_dir, tmp_path):
+def test_shapes_contradicting_a_given_config_exit_2(run_dir, tmp_path):
+    """Was: exit 1 for the shape a given config contradicts, 2 for a name it has no place
+    for; both are --hf-config's fault."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(run_dir / "global_step_1" / "huggingface")
@@ -153,7 +155,7 @@ def test_shapes_contradicting_config_exit_1(run_dir, tmp_path):
     result = _export(
         str(bare), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other")
     )
-    _assert_clean_failure(result, 1, "mlp", "384", out_parent=tmp_path / "out")
+    _assert_clean_failure(result, 2, "mlp", "384", out_parent=tmp_path / "out")
     # against the run's own config.json the given one is named before any shape is read
     result = _export(
         str(run_dir), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other")

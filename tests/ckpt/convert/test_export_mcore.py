@@ -143,7 +143,7 @@ def test_unknown_family_and_unmapped_names_exit_2(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_qkv_shape_contradicting_config_exits_1(tmp_path):
+def test_qkv_shape_contradicting_a_given_config_exits_2(tmp_path):
     model = tiny_causal_lm("qwen2")
     ckpt = tmp_path / "ckpt"
     save_megatron_style(ckpt, to_mcore(model, norms="local", fc1="split"))
@@ -154,5 +154,5 @@ def test_qkv_shape_contradicting_config_exits_1(tmp_path):
         app,
         ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o"), "--hf-config", str(assets)],
     )
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # --hf-config's, as any contradiction
     assert "linear_qkv" in result.output and "rows" in result.output

@@ -1,0 +1,82 @@
+"""What a run dir holds past the step its tracker names, said beside the step read.
+
+verl, Megatron-LM and Megatron-Bridge resume from the step their tracker names, and so do
+the commands here; step dirs newer than it are not read, but a user who wants the newest
+weights should hear of them. Every newer step dir is named (the newest few when there are
+many), each save that did not finish as such, with why a complete one can lie past the
+tracker as its writer saves: older verl's async save never updated the tracker (verl now
+writes it once a save is done), and Megatron-LM and Megatron-Bridge write theirs only when
+a save is finalized, so a run stopped between the two (or a tracker set back) leaves one.
+A `release` tracker names Megatron's release/ dir, past which every `iter_N/` is noted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mfsdp_ckpt.format.layout import (
+    BRIDGE_TRACKER_FILE,
+    MEGATRON_RELEASE_DIR,
+    TRACKER_FILE,
+    is_megatron_step_name,
+    iter_step,
+    parse_step_dir_name,
+)
+from mfsdp_ckpt.format.run_steps import newest_of, unfinished_save
+
+
+def _why_past_tracker(name: str, tracker: str) -> str:
+    """Why a complete step dir `name` can lie past the tracker, as its writer saves."""
+    if not is_megatron_step_name(name):
+        return (
+            "older verl's async save never updated the tracker; verl now writes it once a"
+            " save is done"
+        )
+    tool = "Megatron-Bridge" if tracker == BRIDGE_TRACKER_FILE else "Megatron-LM"
+    return (
+        f"{tool} writes the tracker once a save is finalized: a run stopped before that, or a"
+        " tracker set back, leaves a newer step behind"
+    )
+
+
+def newer_than_tracked(
+    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
+) -> str | None:
+    """The note naming the step dirs of `run` (`steps`: name -> dir) past the `tracked`
+    step (a number, or `release`), or None when there are none."""
+    release = tracked == MEGATRON_RELEASE_DIR
+    after = -1 if release else int(tracked)
+    numbered = {name: parse_step_dir_name(name) or iter_step(name) for name in steps}
+    newer = sorted((step, name) for name, step in numbered.items() if step is not None)
+    newer = [(step, name) for step, name in newer if step > after]
+    if not newer:
+        return None
+    unfinished = {name: unfinished_save(steps[name]) for _step, name in newer}
+    complete = [name for _step, name in newer if unfinished[name] is None]
+    named = f"{run / tracker} names " + ("'release'" if release else f"step {after}")
+    reading = f"reading {MEGATRON_RELEASE_DIR}/" if release else f"reading step {after}"
+    why = f" ({_why_past_tracker(complete[-1], tracker)})" if complete else ""
+    give = f": give {run / complete[-1]} to read the newer one" if complete else ""
+    if len(newer) == 1:
+        step, name = newer[0]
+        if unfinished[name] is not None:
+            return (
+                f"{named}, but {name}/ (step {step}) is newer and holds no {unfinished[name]}:"
+                f" a save that did not finish; {reading}"
+            )
+        return f"{named}, but {name}/ (step {step}) is newer{why}; {reading}{give}"
+    listed = [
+        f"{name}/ (step {step})"
+        if unfinished[name] is None
+        else f"{name}/ (step {step}, a save that did not finish: no {unfinished[name]})"
+        for step, name in newer
+    ]
+    if complete:
+        give = f": give {run / complete[-1]} to read the newest complete one"
+    return (
+        f"{named}, but {len(newer)} newer step dirs are here: {newest_of(listed)}{why};"
+        f" {reading}{give}"
+    )
+
+
+__all__ = ["newer_than_tracked"]
