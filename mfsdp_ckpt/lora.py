@@ -1,11 +1,12 @@
 """What a LoRA checkpoint says about itself: which base model it adapts and how.
 
 A LoRA step's dist_ckpt holds only the adapter (and its optimizer state): the weights it
-adapts live in the base model directory. The manifest therefore records that base (its
-path and the size and digest of each weight file, hashed once per run) and the adapter's
-PEFT config, so that years later `validate` can tell whether the base on disk is still
-the one the adapter was trained on, and export can merge or write a PEFT adapter without
-the code that trained it.
+adapts live in the base model directory, or in the checkpoint the run started from (an SFT
+step: then its DCP dir). The manifest therefore records that base (its path and the size
+and digest of each weight file, hashed once per run) and the adapter's PEFT config, so
+that years later `validate` can tell whether the base on disk is still the one the adapter
+was trained on, and export can merge or write a PEFT adapter without the code that
+trained it.
 
 Adapter weights are stored under the names PEFT gives them inside the model
 (`model.layers.0.self_attn.q_proj.lora_A.default.weight`); `peft_name` maps them to the
@@ -34,6 +35,7 @@ from mfsdp_ckpt.format.file_hash import (
     hash_files,
     rehash_like,
 )
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.lora_fields import (
     BaseModelRecord,
     LoraSettings,
@@ -46,6 +48,10 @@ from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_F
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, chosen_files
 
 BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+DCP_DATA_SUFFIX = ".distcp"  # a DCP dir's data files, beside the .metadata that indexes them
+# The day LoRA runs started from a checkpoint (model.path an SFT step, a run, an import-hf
+# result, a bare DCP dir) first recorded its files: before it, their base record was empty.
+BASE_FILES_RECORDED_SINCE = "2026-12-06"
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts in front of the model's own names
 _ADAPTER_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])\.(?P<adapter>[^.]+)\.weight$")
@@ -79,9 +85,17 @@ def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
     loads (model.safetensors, else the files its index names, else the one file there is;
     a model_old.safetensors or Mistral's consolidated.safetensors beside them is no part of
     the model, and a merge that read it took its tensors); with no safetensors, every
-    *.bin, *.pt and *.pth there. SafetensorsError for safetensors transformers cannot pick
-    from (several and no index, a damaged index)."""
+    *.bin, *.pt and *.pth there. A checkpoint's DCP dir (`is_dcp_dir`: a run started from
+    a checkpoint) is its .metadata and *.distcp files: a model dir's rule found none
+    there. SafetensorsError for safetensors transformers cannot pick from (several and no
+    index, a damaged index)."""
     root = Path(base_dir)
+    if is_dcp_dir(root):
+        return sorted(
+            name
+            for name in os.listdir(root)
+            if name == DCP_METADATA_FILE or name.endswith(DCP_DATA_SUFFIX)
+        )
     found = sorted(
         entry.name
         for entry in root.iterdir()
@@ -90,6 +104,33 @@ def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
     if not any(name.endswith(".safetensors") for name in found):
         return found
     return chosen_files(root, [])[0]
+
+
+def is_dcp_dir(path: str | os.PathLike) -> bool:
+    """Whether `path` is a checkpoint's DCP dir (its .metadata there), not a model dir."""
+    return (Path(path) / DCP_METADATA_FILE).is_file()
+
+
+def records_dcp(record: BaseModelRecord) -> bool:
+    """Whether `record` lists a checkpoint's DCP files (a run whose model.path was a
+    checkpoint): the merge then reads that checkpoint as export does, not safetensors."""
+    return DCP_METADATA_FILE in record.files
+
+
+def unrecorded_base(record: BaseModelRecord) -> str | None:
+    """Why the base of `record` cannot be checked at all, or None where it can: a record of
+    weights on disk that lists no file. A run whose model.path was a checkpoint wrote such a
+    record before BASE_FILES_RECORDED_SINCE (a model dir's rule found no weight file in
+    it): nothing can tell whether that path still holds the weights the adapter trained on,
+    so resume and the merged export refuse it, and validate warns (docs/upgrading.md)."""
+    if record.random_init or record.path is None or record.files:
+        return None
+    return (
+        f"no weight files are recorded for the base model {record.path} (a LoRA run whose"
+        " model.path was a checkpoint recorded none before"
+        f" {BASE_FILES_RECORDED_SINCE}), so nothing can check that it still holds the"
+        " weights the adapter was trained on"
+    )
 
 
 def describe_base_model(
@@ -176,6 +217,9 @@ def base_model_problems(
     as it goes."""
     if record.path is None or record.random_init:
         return [], [f"base model was a random init (seed {record.seed}); nothing on disk to check"]
+    unrecorded = unrecorded_base(record)
+    if unrecorded is not None:
+        return [], [unrecorded]
     root = Path(record.path)
     if not root.is_dir():
         return [], [f"base model dir {root} is not present here; cannot check it"]
@@ -189,8 +233,6 @@ def base_model_problems(
         (str(root / name), "weight file not in the manifest's base model record")
         for name in sorted(present - set(record.files))
     ]
-    if not record.files:
-        errors.append((str(root), "manifest records no weight files for the base model"))
     hashed = HashedBytes(sum(r.size for r in record.files.values()), progress)
     for name, expected in sorted(record.files.items()):
         problem = _weight_file_problem(root / name, expected, deep, hashed)
@@ -329,6 +371,7 @@ def read_lora_settings(manifest: Manifest, source: str = "manifest.json") -> Lor
 __all__ = [  # with what training and export import from here that lives in lora_fields
     "ADAPTER_CONFIG_FILE",
     "ADAPTER_WEIGHTS_FILE",
+    "BASE_FILES_RECORDED_SINCE",
     "BASE_WEIGHT_SUFFIXES",
     "MAX_ADAPTER_CONFIG_BYTES",
     "PEFT_PREFIX",
@@ -341,6 +384,7 @@ __all__ = [  # with what training and export import from here that lives in lora
     "base_weight_files",
     "check_base_model",
     "describe_base_model",
+    "is_dcp_dir",
     "not_plain_lora",
     "parse_adapter_key",
     "peft_name",
@@ -348,5 +392,7 @@ __all__ = [  # with what training and export import from here that lives in lora
     "plain_lora_init",
     "read_base_model",
     "read_lora_settings",
+    "records_dcp",
     "rehashed_like",
+    "unrecorded_base",
 ]

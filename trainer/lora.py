@@ -14,6 +14,7 @@ never update, so an fp32 copy of them would only cost memory.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,9 +34,11 @@ from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.lora import (
+    LoraSettings,
     parse_adapter_key,
     peft_target_modules,
     read_base_model,
+    unrecorded_base,
 )
 from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig, check_lora_fields
 from trainer.lora_adapter_dir import (
@@ -64,12 +67,12 @@ from trainer.weights_record import (
 @dataclass
 class LoraSetup:
     """What a LoRA model knows about itself, for its checkpoint's manifest: its PEFT config
-    and its base's weight files (`base`, hashed in the background)."""
+    and its base's weight files (`base`, hashed in the background: a model dir's, or a
+    checkpoint's DCP files where `model.path` names one)."""
 
     peft_config: dict[str, Any]  # JSON-safe PEFT LoraConfig (adapter_config.json contents)
     base: WeightsRecord
     adapter_config: Path | None = None  # the adapter dir's config its settings came from
-    base_path: str | None = None  # model.path as given: the base a resume is checked against
 
 
 # A fresh adapter's dropout: verl's LoRA config sets none, so PEFT's default (0) trains there.
@@ -84,6 +87,11 @@ FRESH_ADAPTER_DROPOUT = 0.0
 # checkpoint instead.
 NOTED_ON_RESUME = ("lora_dropout",)
 _MODEL_STATE = "model."  # the prefix of the model state's keys in a checkpoint's DCP metadata
+# The largest scale an adapter's B @ A may take (alpha / r; alpha / sqrt(r) with rslora). LoRA
+# recipes scale by about 1 (PEFT's default 8 / 8, verl's examples 2, rsLoRA a few); past this
+# every update of B moves the model that many times the optimizer's step, and alpha 1e300 ran
+# to "step 1: gradient norm is nan", blaming the step and not the alpha.
+MAX_LORA_SCALE = 1e4
 
 
 def lora_enabled(cfg: ModelConfig) -> bool:
@@ -104,6 +112,10 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     from peft import LoraConfig, inject_adapter_in_model
 
     settings, adapter = _requested_settings(cfg)
+    alpha_key = (
+        "model.lora_alpha" if adapter is None else f"{KEY}: {adapter.config_file}: lora_alpha"
+    )
+    _refuse_overflowing_scale(settings, alpha_key)
     targets_key = "model.target_modules"
     if adapter is not None:
         if writes_manifests():  # the main rank: a note said once, not once per rank
@@ -135,11 +147,23 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     # torch types Module.__setattr__ for Tensor | Module values; a plain attribute takes any
     model._mfsdp_lora = LoraSetup(  # type: ignore[assignment]
         peft_config=_json_safe_config(config, adapted, _layer_count(model)),
-        base=WeightsRecord.of_dir(
-            cfg.path, random_init=cfg.random_init, seed=seed, label="base-model"
-        ),
+        base=WeightsRecord.of_model(cfg, seed=seed, label="base-model"),
         adapter_config=adapter.config_file if adapter is not None else None,
-        base_path=cfg.path,
+    )
+
+
+def _refuse_overflowing_scale(settings: dict[str, Any], key: str) -> None:
+    """ConfigError naming `key` (the alpha's key or adapter_config.json field) when the
+    scale `settings` give B @ A is not finite or past MAX_LORA_SCALE."""
+    rank, alpha, rslora = settings["r"], settings["lora_alpha"], settings.get("use_rslora", False)
+    scale = LoraSettings(rank, float(alpha), bool(rslora)).scale
+    if math.isfinite(scale) and scale <= MAX_LORA_SCALE:
+        return
+    over = f"sqrt(r) (r={rank}, use_rslora)" if rslora else f"the rank {rank}"
+    raise ConfigError(
+        f"{key}: {alpha!r:.40} over {over} scales the adapter by {scale:.6g}, past the"
+        f" {MAX_LORA_SCALE:g} a LoRA run takes (PEFT's default scale is 1); give an alpha"
+        f" of at most {MAX_LORA_SCALE:g} times that"
     )
 
 
@@ -356,6 +380,24 @@ def _setting_of(key: str, paths: CheckpointPaths) -> str:
     return f"set by {KEY}; {record} records {KEY}={started_from}"
 
 
+def _refuse_unrecorded_base(manifest: Manifest, paths: CheckpointPaths) -> None:
+    """A step whose base record lists no file (`unrecorded_base`: a run whose model.path was
+    a checkpoint wrote such records before its files were recorded) cannot be checked
+    against this run's base, which may be other weights by now (a run dir whose tracker
+    moved on): refused on every rank alike (each reads the record from the manifest), with
+    the route that keeps the trained adapter."""
+    trained_on = read_base_model(manifest, str(paths.manifest))
+    unrecorded = unrecorded_base(trained_on) if trained_on is not None else None
+    if trained_on is None or unrecorded is None:
+        return
+    step = paths.step_dir or paths.dist_ckpt
+    raise ResumeMismatchError(
+        f"{paths.manifest}: {unrecorded}; to go on with its adapter, `mfsdp ckpt export-hf"
+        f" {step} --adapter-only --out DIR`, then a new trainer.run_dir with"
+        f" model.path={trained_on.path} model.lora_adapter_path=DIR"
+    )
+
+
 class AdapterState:
     """The checkpoint's `model` entry for a LoRA run: the trainable (adapter) parameters only,
     as sharded DTensors; the frozen base comes back from the base model when the run is built.
@@ -408,6 +450,7 @@ class AdapterState:
         _refuse_other_targets(manifest, self.setup, set(_adapted_modules(self.model)), paths)
         if manifest.base_model is None:
             return
+        _refuse_unrecorded_base(manifest, paths)
         problem = agreed_mismatch(
             lambda: read_base_model(manifest, str(paths.manifest)),
             self.setup.base,
@@ -417,7 +460,7 @@ class AdapterState:
         if problem is not None:
             trained_on = read_base_model(manifest, str(paths.manifest))
             assert trained_on is not None  # manifest.base_model is, and from_json checked it
-            remedy = weights_remedy(trained_on, self.setup.base_path, "the base it was trained on")
+            remedy = weights_remedy(trained_on, self.setup.base.path, "the base it was trained on")
             raise ResumeMismatchError(f"{paths.manifest}: {problem}; {remedy}")
 
     def manifest_fields(self) -> dict[str, Any]:

@@ -79,7 +79,9 @@ def _names(value: Any) -> bool:
 
 
 def _no_names(value: Any) -> bool:
-    return value is None or _names(value)
+    """None, or module names or a regex, for a field that may leave nothing out: [] is "no
+    module" to PEFT (and verl's Megatron default for lora.exclude_modules), as null is."""
+    return value is None or value == [] or _names(value)
 
 
 def _layers(value: Any) -> bool:
@@ -97,7 +99,7 @@ def _dropout(value: Any) -> bool:
 # Fields LoraConfig is built from that are checked here, with what a value must be
 CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "target_modules": (_names, "module names (a list of them, all-linear or a regex)"),
-    "exclude_modules": (_no_names, "null, module names or a regex"),
+    "exclude_modules": (_no_names, "null, [], module names or a regex"),
     "layers_to_transform": (_layers, "null, a layer index or a list of them"),
     "task_type": (lambda v: v in (None, "CAUSAL_LM"), "CAUSAL_LM (a causal LM's adapter)"),
     # trains as saved, as verl's PeftModel.from_pretrained(..., is_trainable=True) keeps it

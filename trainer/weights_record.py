@@ -5,8 +5,11 @@ Two kinds of run lean on frozen weights that live outside the checkpoint: a LoRA
 base model (the checkpoint holds the adapter alone) and a full-parameter GRPO run with
 `actor.use_kl_loss` on its KL reference (rebuilt from `model.path` at every start). Either
 resumed onto other weights at that path would load without complaint and train against
-another model. So each records the weight files (size and digest: `describe_base_model`)
-in its manifest and compares them on resume (`base_mismatch`).
+another model. So each records the weight files (size and digest: `describe_model_weights`)
+in its manifest and compares them on resume (`base_mismatch`). `model.path` may name a model
+dir or a checkpoint (an SFT step, a run, an import-hf result, a bare DCP dir), which both
+kinds of run record alike, here: a model dir's rule finds no weights in a checkpoint, and
+an empty record matched any weights put there later.
 
 Hashing reads every byte of the weights, so it runs once per run, in a background thread
 on the rank that writes manifests, overlapping the model build and the first steps (the hash
@@ -24,8 +27,11 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from mfsdp_ckpt.format.manifest import ManifestError
+from mfsdp_ckpt.format.layout import DIST_CKPT_DIR, CheckpointPaths
+from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 from mfsdp_ckpt.lora import BaseModelRecord, base_mismatch, describe_base_model, rehashed_like
+from trainer.config import ModelConfig
+from trainer.model_source import resolve_model_source
 
 
 def writes_manifests() -> bool:
@@ -35,16 +41,23 @@ def writes_manifests() -> bool:
 
 class WeightsRecord:
     """The record of some weights (`describe()`, a `BaseModelRecord`), made once in a
-    background thread started by `start` (or by the first `result`)."""
+    background thread started by `start` (or by the first `result`). `path` is the dir the
+    record will name (known without hashing, on every rank): what a refused resume
+    compares with the dir the checkpoint recorded (`weights_remedy`)."""
 
-    def __init__(self, describe: Callable[[], BaseModelRecord], label: str):
-        self.describe, self.label = describe, label
+    def __init__(
+        self, describe: Callable[[], BaseModelRecord], label: str, path: str | None = None
+    ):
+        self.describe, self.label, self.path = describe, label, path
         self._future: Future[BaseModelRecord] | None = None
 
     @classmethod
-    def of_dir(cls, path: str | None, *, random_init: bool, seed: int, label: str) -> WeightsRecord:
-        """The weight files of the model dir `path` (`describe_base_model`)."""
-        return cls(partial(describe_base_model, path, random_init=random_init, seed=seed), label)
+    def of_model(cls, cfg: ModelConfig, *, seed: int, label: str) -> WeightsRecord:
+        """The weights a run of `cfg` starts from (`describe_model_weights`): `model.path`
+        is resolved here, in the calling thread, as the run's model build resolves it."""
+        checkpoint = model_checkpoint(cfg)
+        describe = partial(describe_model_weights, cfg, seed, checkpoint)
+        return cls(describe, label, recorded_dir(cfg, checkpoint))
 
     def start(self) -> None:
         if self._future is None:
@@ -56,6 +69,43 @@ class WeightsRecord:
         self.start()
         assert self._future is not None
         return self._future.result()
+
+
+def model_checkpoint(cfg: ModelConfig) -> CheckpointPaths | None:
+    """The checkpoint `model.path` names, when it is one rather than a model dir (None for
+    a model dir, a named shape or a random init, whose weights are no file)."""
+    source = resolve_model_source(cfg) if not cfg.random_init else None
+    return source.checkpoint if source is not None else None
+
+
+def recorded_dir(cfg: ModelConfig, checkpoint: CheckpointPaths | None) -> str | None:
+    """The absolute dir a record of `cfg`'s weights names: the checkpoint's DCP dir, else
+    `model.path` (None without one)."""
+    where = checkpoint.dist_ckpt if checkpoint is not None else cfg.path
+    return str(Path(where).resolve()) if where is not None else None
+
+
+def describe_model_weights(
+    cfg: ModelConfig, seed: int, checkpoint: CheckpointPaths | None
+) -> BaseModelRecord:
+    """The weight files a run of `cfg` starts from: a model dir's by size and digest
+    (`describe_base_model`); for an mfsdp checkpoint as `model.path` (an SFT step, an
+    import-hf result), its dist_ckpt files as its manifest records them (hashed when that
+    step was saved; hashing its optimizer state again would cost more than the model
+    build); a checkpoint without one (verl's, Megatron-LM's, a bare DCP dir) by its own
+    DCP files, hashed here."""
+    if checkpoint is None:
+        return describe_base_model(cfg.path, random_init=cfg.random_init, seed=seed)
+    root = recorded_dir(cfg, checkpoint)
+    if checkpoint.manifest is None:
+        return describe_base_model(root, random_init=False, seed=seed)
+    prefix = f"{DIST_CKPT_DIR}/"
+    files = {
+        name.removeprefix(prefix): record
+        for name, record in read_manifest(checkpoint.manifest).files.items()
+        if name.startswith(prefix)
+    }
+    return BaseModelRecord(root, False, seed, files)
 
 
 def agreed_mismatch(
@@ -86,20 +136,19 @@ def agreed_mismatch(
     return problem
 
 
-def weights_remedy(recorded: BaseModelRecord, model_path: str | None, role: str) -> str:
+def weights_remedy(recorded: BaseModelRecord, here: str | None, role: str) -> str:
     """What lets a resume refused for other weights than the checkpoint `recorded` go on
     (`agreed_mismatch`), `role` naming those weights ("the base it was trained on", "its KL
-    reference"), given this run's `model.path`. Where model.path already is that dir, its
-    files changed since the step was saved: only restoring them helps (telling the user to
-    set model.path to it sent them round in a circle). A random init is drawn again from
-    its seed alone."""
+    reference"), given the dir this run's record names (`WeightsRecord.path`). Where that
+    already is the recorded dir, its files changed since the step was saved: only
+    restoring them helps (telling the user to set model.path to it sent them round in a
+    circle). A random init is drawn again from its seed alone."""
     fresh = "or use a new trainer.run_dir to start over"
     if recorded.random_init or recorded.path is None:
         return (
             f"resume on the random init it was trained on (trainer.seed={recorded.seed},"
             f" no weights loaded: model.path unset or model.random_init=true), {fresh}"
         )
-    here = str(Path(model_path).resolve()) if model_path is not None else None
     if here == recorded.path:
         return f"so its files changed since this step was saved: restore them, {fresh}"
     return f"set model.path={recorded.path} ({role}), {fresh}"

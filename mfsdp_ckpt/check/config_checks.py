@@ -134,6 +134,62 @@ def check_against_config(
         _check_tied_head(paths, reader, weights, report, config_file)
 
 
+def check_lora_against_config(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    roots: state_keys.StateRoots,
+    report: ValidationReport,
+    hf_config: str | os.PathLike | None = None,
+) -> None:
+    """An mfsdp LoRA step holds adapters, not the config's weights: each A and B against the
+    weight the config gives the module it adapts (B @ A has its shape), and the config
+    against the model the checkpoint records, as the merged export checks both before it
+    writes (a --hf-config of another hidden size passed here and was refused there)."""
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
+    from mfsdp_ckpt.lora import parse_adapter_key
+
+    config_file = config_to_check(paths, hf_config)
+    if config_file is None:
+        return
+    given = hf_config is not None
+    root = safe_files.model_dir_root(config_file.parent) if given else paths.root
+    within = f"the model dir {config_file.parent}" if given else "the checkpoint"
+    try:
+        safe_files.regular_file(config_file, root, within)
+        expected = expected_weights_for(config_file, root=root)
+    except (CheckpointFileError, HFConfigError) as err:
+        report.add_error(config_file, err)
+        return
+    _check_config_against_record(paths, reader, report, config_file, root)
+    pairs: dict[str, dict[str, str]] = {}
+    for key in roots.weight_keys(reader.tensors):
+        parsed = parse_adapter_key(roots.module_path(key))
+        if parsed is not None:
+            pairs.setdefault(parsed.module, {})[parsed.which] = key
+    unfit: list[tuple[str, str]] = []  # (the adapter's B, why B @ A fits no weight)
+    for module, pair in sorted(pairs.items()):
+        if set(pair) != {"A", "B"}:  # the checks of the adapter's own tensors say so
+            continue
+        weight = f"{module}.weight"
+        needs = (reader.tensors[pair["B"]].shape[0], reader.tensors[pair["A"]].shape[-1])
+        found = expected.allowed.get(weight)
+        if found is None or tuple(found) != needs:
+            gives = f"gives it {tuple(found)}" if found is not None else "has no such weight"
+            unfit.append(
+                (f"[{pair['B']}]", f"B @ A adds {needs} to {weight}; {config_file} {gives}")
+            )
+    if len(unfit) <= _SHOWN_NAMES:
+        for where, what in unfit:
+            report.add(ERROR, where, what)
+        return
+    where, what = unfit[0]
+    report.add(
+        ERROR,
+        config_file,
+        f"{len(unfit)} adapters do not fit it ({expected.model_type}), e.g. {where}: {what}",
+    )
+
+
 # Weights a config finds missing or unexpected: named one a line up to this many, else
 # counted on one line naming this many (a config of another size misses thousands)
 _SHOWN_NAMES = 3

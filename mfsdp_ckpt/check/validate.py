@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mfsdp_ckpt.check.asset_checks import check_export_assets
-from mfsdp_ckpt.check.config_checks import check_against_config
+from mfsdp_ckpt.check.config_checks import check_against_config, check_lora_against_config
 from mfsdp_ckpt.check.object_pickles import check_object_pickles
 from mfsdp_ckpt.check.optimizer_checks import (
     check_optimizer,
@@ -57,6 +57,7 @@ from mfsdp_ckpt.format import checkpoint_resolution, layout, path_refusals, run_
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import ByteProgress, rehash_like
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.format.verl_contents import VerlContentsError
 from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
@@ -88,7 +89,13 @@ def validate_checkpoint(
     """
     path_refusals.refuse_url(path)
     report = ValidationReport(path=str(path), deep=deep)
-    paths = _resolve(Path(path), report, role)
+    try:
+        paths = _resolve(Path(path), report, role)
+    except VerlContentsError as err:  # a verl v2 step whose ckpt_contents.json is damaged
+        where = err.file if err.file is not None else Path(path)
+        report.checkpoint, report.has_manifest = str(where.parent), False
+        report.add_error(where, err)
+        return report
     return validate_paths(
         paths,
         report,
@@ -171,6 +178,8 @@ def _run_checks(
     unread = manifest is None and paths.manifest is not None
     if not unread and (manifest is None or manifest.lora is None):
         check_against_config(paths, reader, roots, report, hf_config)
+    elif manifest is not None:  # its adapters against the weights they add to
+        check_lora_against_config(paths, reader, roots, report, hf_config)
     check_export_assets(paths, report, hf_config)
     check_base_model(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress

@@ -42,7 +42,14 @@ from mfsdp_ckpt.convert.tensor_writes import publish_verified
 from mfsdp_ckpt.format import checkpoint_resolution, layout
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE, top_level_names
-from mfsdp_ckpt.lora import BaseModelRecord, ByteProgress, plain_lora_init, read_base_model
+from mfsdp_ckpt.lora import (
+    BaseModelRecord,
+    ByteProgress,
+    plain_lora_init,
+    read_base_model,
+    records_dcp,
+    unrecorded_base,
+)
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 
@@ -87,6 +94,7 @@ def export_lora(
     keep = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
     check_out_dir(out, keep, model_dirs_of(hf_config, base.path if base else None))
     if not adapter_only:
+        _refuse_unrecorded_base(base, paths)
         _refuse_rewritten_base(manifest, paths)
         assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
         base, moved = _base_where_it_is(base, hf_config)
@@ -156,6 +164,18 @@ def _refuse_if_invalid(
         raise invalid_checkpoint(errors, step_dir)
 
 
+def _refuse_unrecorded_base(base: BaseModelRecord | None, paths: layout.CheckpointPaths) -> None:
+    """A step whose base record lists no file (`unrecorded_base`: written before a run
+    from a checkpoint recorded its files) names no bytes a merge could check the base
+    against: refused, with the export that needs no base."""
+    unrecorded = unrecorded_base(base) if base is not None else None
+    if unrecorded is not None:
+        raise ExportError(
+            f"{paths.manifest}: {unrecorded}; export the adapter with --adapter-only, which"
+            " needs no base"
+        )
+
+
 def _refuse_rewritten_base(manifest: Manifest, paths: layout.CheckpointPaths) -> None:
     """A run started from an adapter whose init_lora_weights rewrote the base as peft
     injected it (PiSSA, OLoRA, ...; training refuses those now) trained on that rewritten
@@ -197,8 +217,11 @@ def _base_where_it_is(
     checkpoint copied to another machine finds its base there under another path, which
     --hf-config names (before, the merge stopped at "not present here" with no way to say
     where it is). That dir must hold the recorded weight files byte for byte
-    (`lora_merge._base_source` hashes them), so another model is refused, never merged onto."""
+    (`lora_base.open_base` hashes them), so another model is refused, never merged onto. A
+    base that is a checkpoint (`records_dcp`) is no model dir --hf-config could name."""
     if base is None or base.path is None or base.random_init or os.path.isdir(base.path):
+        return base, []
+    if records_dcp(base):  # a checkpoint moved: no --hf-config dir holds its files
         return base, []
     dirs = model_dirs_of(hf_config)
     if len(dirs) != 1:

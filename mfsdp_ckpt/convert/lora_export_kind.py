@@ -125,10 +125,18 @@ def _refuse_flags_not_taken(flags: dict[str, str | None]) -> None:
 
 def _mfsdp_lora_flags(ckpt: str | os.PathLike, options: ExportOptions) -> dict[str, str | None]:
     """The flags an mfsdp LoRA checkpoint's export (`export_lora`) has no use for: it is
-    local and named as Hugging Face names it (`--layout hf`, `--io local` are what it does)."""
+    local and named as Hugging Face names it (`--layout hf`, `--io local` are what it does);
+    its adapter alone is written from its manifest's record, with no model config (a
+    --hf-config there was passed over without a word, even one that does not exist)."""
     lora = f"{ckpt} is an mfsdp LoRA checkpoint"
     layout_name, io = options.layout_name, options.io
     return {
+        f"--hf-config {options.hf_config}": (
+            f"{lora}: --adapter-only writes its adapter as its manifest records it, with no"
+            " model config or weights"
+            if options.adapter_only and options.hf_config is not None
+            else None
+        ),
         f"--layout {layout_name}": (
             f"{lora}, its adapter and base named as Hugging Face names them"
             if layout_name == "mcore"

@@ -1,11 +1,14 @@
 """Merging a LoRA adapter into its base model, streamed one tensor at a time.
 
-The base's safetensors (the files transformers loads, as training did) are read one
-tensor at a time, `scale * B @ A` (in fp32) is added to each adapted weight, and the
-result is cast to the export dtype and written: peak memory is one base tensor plus its
-delta. The base is hashed first and must match the manifest: merging onto another base
-would silently produce a different model. Shared by the mfsdp and the Megatron LoRA
-merges (`write_merged`), so both report the same notes in the same order.
+The base (a model dir's safetensors, or the checkpoint the run started from, read as
+training read it: `lora_base`) is read one tensor at a time, `scale * B @ A` (in fp32) is
+added to each adapted weight, and the result is cast to the export dtype and written: peak
+memory is one base tensor plus its delta. The base is hashed first and must match the
+manifest: merging onto another base would silently produce a different model. Only the
+tensors of the model the config describes are written, as training loaded only those (a
+base of more layers under `model.overrides={num_hidden_layers: N}`). Shared by the mfsdp
+and the Megatron LoRA merges (`write_merged`), so both report the same notes in the same
+order.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.export_errors import ExportError
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_result import ExportResult
@@ -23,16 +27,19 @@ from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
     JsonConfig,
+    expected_weights_of,
     load_copied_config,
     no_tokenizer_in,
 )
 from mfsdp_ckpt.convert.export_write import set_config_dtype, write_assets
+from mfsdp_ckpt.convert.hf_config import weights_disagreement
 from mfsdp_ckpt.convert.lora_adapter import StoredAdapter
+from mfsdp_ckpt.convert.lora_base import BaseTensor, CheckpointBase, open_base
 from mfsdp_ckpt.convert.tensor_writes import compare_written, finite_only, write_all
-from mfsdp_ckpt.format.lora_fields import base_weights_dir
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
-from mfsdp_ckpt.lora import BaseModelRecord, ByteProgress, base_model_problems
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
+from mfsdp_ckpt.format.run_steps import natural_order
+from mfsdp_ckpt.lora import BaseModelRecord, ByteProgress
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter, Spec
 
 if TYPE_CHECKING:
@@ -41,29 +48,6 @@ if TYPE_CHECKING:
 
 
 MERGED_LAYOUT = "hf (LoRA merged)"
-
-
-def _base_source(base: BaseModelRecord | None, progress: ByteProgress | None) -> SafetensorsSource:
-    """The base's safetensors weights as training loaded them (`SafetensorsSource` picks the
-    files transformers does: a stray model_old.safetensors or Mistral's consolidated file
-    beside them is not read), after checking that the base on disk is, byte for byte, the
-    one the adapter was trained on (hashing all of it, reported to `progress`). Its files
-    may lead anywhere, as in training: the base is the run's own model dir."""
-    weights = base_weights_dir(base)
-    if weights is None:
-        raise ExportError(
-            "the base model was a random init: there is nothing to merge onto "
-            "(export the adapter with --adapter-only)"
-        )
-    assert base is not None  # a dir is named by a record only
-    errors, notes = base_model_problems(base, deep=True, progress=progress)
-    if errors or notes:
-        where, what = errors[0] if errors else (weights, notes[0])
-        raise ExportError(
-            f"{where}: {what}; a merged export needs that exact base (--hf-config DIR names"
-            " where it is now), or use --adapter-only"
-        )
-    return SafetensorsSource(weights, links_anywhere=True)
 
 
 def write_merged_lora(
@@ -80,10 +64,11 @@ def write_merged_lora(
     allow_nonfinite: bool,
 ) -> ExportResult:
     """The HF model dir: `assets` (from `asset_location`: `_merged_assets`), and every base
-    tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
+    tensor of the config's model (adapted ones merged) in the export dtype (`auto`: the
+    config's)."""
     write_assets(assets, tmp)
     config = load_copied_config(tmp / HF_CONFIG_FILE, asset_location)
-    source = _base_source(base, base_progress)
+    source = open_base(base, config, base_progress)
     adapted = _check_fits_base(adapter, source)
     deltas = {name: functools.partial(adapter.delta, module) for name, module in adapted.items()}
     return write_merged(
@@ -105,7 +90,7 @@ def write_merged(
     config: JsonConfig | PretrainedConfig,
     assets: AssetFiles,
     asset_location: str,
-    source: SafetensorsSource,
+    source: SafetensorsSource | CheckpointBase,
     deltas: Mapping[str, Callable[[], torch.Tensor]],
     tmp: Path,
     dtype: str,
@@ -116,13 +101,14 @@ def write_merged(
     allow_nonfinite: bool = False,
     adapter_notes: Sequence[str] = (),
 ) -> ExportResult:
-    """Every tensor of the base model `source` (those in `deltas` plus their fp32 delta) in
-    the export dtype (`auto`: the config's) into `tmp`, where the config and assets already
-    are; one base tensor and its delta in memory at a time. One holding NaN/Inf is refused
-    unless `allow_nonfinite` (`finite_only`). Its notes: a missing tokenizer, then
-    `adapter_notes` (what reading the adapter found), then the `assets` left out, so that
+    """Every tensor of the base model `source` that the config's model has
+    (`_config_tensors`; those in `deltas` plus their fp32 delta) in the export dtype
+    (`auto`: the config's) into `tmp`, where the config and assets already are; one base
+    tensor and its delta in memory at a time. One holding NaN/Inf is refused unless
+    `allow_nonfinite` (`finite_only`). Its notes: a missing tokenizer, then `adapter_notes`
+    (what reading the adapter found), then the base tensors and `assets` left out, so that
     each LoRA kind that merges reports the same things in the same order."""
-    tensors = source.tensors
+    tensors, left_out = _config_tensors(config, source, deltas)
     out_dtype = choose_dtype(dtype, config, [])
     dtypes = {
         name: out_dtype if t.dtype.is_floating_point else t.dtype for name, t in tensors.items()
@@ -157,7 +143,7 @@ def write_merged(
         if any(n.startswith("tokenizer") for n in assets)
         else [f"{no_tokenizer_in(asset_location)}; AutoTokenizer will not load the export"]
     )
-    notes += [*adapter_notes, *assets.left_out_note(asset_location)]
+    notes += [*adapter_notes, *left_out, *assets.left_out_note(asset_location)]
     return ExportResult(
         "",
         MERGED_LAYOUT,
@@ -174,7 +160,46 @@ def write_merged(
     )
 
 
-def _check_fits_base(adapter: StoredAdapter, source: SafetensorsSource) -> dict[str, str]:
+def _config_tensors(
+    config: JsonConfig | PretrainedConfig,
+    source: SafetensorsSource | CheckpointBase,
+    deltas: Mapping[str, Callable[[], torch.Tensor]],
+) -> tuple[dict[str, StoredTensor | BaseTensor], list[str]]:
+    """(the base tensors the config's model has, a note naming those left out). Training
+    loaded the base into the model its config builds, which takes the weights it has and
+    drops the others (a base of 2 layers under `model.overrides={num_hidden_layers: 1}`
+    trained 1): a merge that wrote them all gave a config.json of 1 layer over tensors of
+    2, which vLLM refuses. A base that lacks a weight of the config's model, or holds one
+    of another shape, or an adapter on a weight the model lacks, is refused (ExportError):
+    that is no model the run trained."""
+    expected = expected_weights_of(config)
+    shapes = {name: tuple(entry.shape) for name, entry in source.tensors.items()}
+    problem = weights_disagreement(source.root, shapes, expected, unknown=False)
+    if problem is not None:
+        raise ExportError(problem)
+    dropped: set[str] = {name for name in shapes if name not in expected.allowed}
+    lost = sorted(name for name in deltas if name in dropped)
+    if lost:
+        raise ExportError(
+            f"{source.root} [{lost[0]}]: the adapter adapts it, but the config's model"
+            f" ({config.model_type}) has no such weight"
+        )
+    kept: dict[str, StoredTensor | BaseTensor] = {
+        name: entry for name, entry in source.tensors.items() if name not in dropped
+    }
+    if not dropped:
+        return kept, []
+    in_order = sorted(dropped, key=natural_order)
+    note = (
+        f"{len(dropped)} base tensor(s) the config's model ({config.model_type}) does not have"
+        f" left out, as training left them out: {first_of(in_order, 3)}"
+    )
+    return kept, [note]
+
+
+def _check_fits_base(
+    adapter: StoredAdapter, source: SafetensorsSource | CheckpointBase
+) -> dict[str, str]:
     """{base weight name: module} for every adapted module; each must exist with B @ A's shape."""
     adapted = {}
     root = source.root

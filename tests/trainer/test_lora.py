@@ -28,6 +28,7 @@ from tests.support.ckpt_edits import resealed
 from tests.support.distributed import run_distributed
 from tests.support.export import fixed_inputs, load_report, logits_of
 from tests.support.metrics import read_metrics
+from tests.support.override_lists import replaced
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError, ModelConfig
 from trainer.resume import ResumeMismatchError
@@ -64,8 +65,7 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
             data,
             root / "bf16",
             base,
-            *SETTINGS,
-            "trainer.total_steps=2",
+            *replaced(SETTINGS, "trainer.total_steps=2"),
             "strategy.mixed_precision=bf16",
         )
     )
@@ -79,7 +79,8 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     # nor at another scale: alpha / r applied to the trained A and B (was accepted)
     with pytest.raises(ResumeMismatchError, match=rf"lora_alpha {ALPHA}, this run has 64"):
         resume = f"checkpoint.resume={root / 'split'}"
-        run_sft(tiny_config(data, root / "alpha", base, *SETTINGS, "model.lora_alpha=64", resume))
+        alpha = replaced(SETTINGS, "model.lora_alpha=64")
+        run_sft(tiny_config(data, root / "alpha", base, *alpha, resume))
 
 
 @pytest.fixture(scope="module")
@@ -328,6 +329,11 @@ def test_lora_adapter_path_starts_from_that_adapter(exports):
     [
         (dict(lora_rank=-1), "model.lora_rank must be >= 0"),
         (dict(lora_rank=4, lora_alpha=0), "model.lora_alpha must be > 0"),
+        (
+            dict(lora_rank=4, lora_alpha=1e300),
+            r"^model\.lora_alpha: 1e\+300 over the rank 4 scales the adapter by 2\.5e\+299, past",
+        ),
+        (dict(lora_rank=2, lora_alpha=20000.5), "scales the adapter by 10000.2, past the 10000"),
         (dict(lora_rank=4, target_modules=["lm_head"]), "lm_head cannot take a LoRA adapter"),
         (dict(lora_rank=4, target_modules=["no_such_proj"]), "model.target_modules"),
         (dict(lora_adapter_path="/nonexistent/adapter"), "adapter_config.json is missing"),
@@ -339,6 +345,15 @@ def test_bad_lora_settings_are_refused_with_the_key(fields, message):
     cfg = ModelConfig(**fields)
     with pytest.raises(ConfigError, match=message):
         build_model(cfg, build_hf_config(cfg, load_tokenizer(cfg)), torch.device("cpu"), seed=0)
+
+
+def test_the_largest_scale_a_lora_run_takes_builds():
+    from trainer.lora import MAX_LORA_SCALE, lora_scales
+    from trainer.model import build_hf_config, build_model, load_tokenizer
+
+    cfg = ModelConfig(lora_rank=2, lora_alpha=2 * MAX_LORA_SCALE)
+    model = build_model(cfg, build_hf_config(cfg, load_tokenizer(cfg)), torch.device("cpu"), 0)
+    assert {scale for _adapter, scale in lora_scales(model).values()} == {MAX_LORA_SCALE}
 
 
 @pytest.mark.parametrize(

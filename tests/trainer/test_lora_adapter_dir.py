@@ -68,7 +68,11 @@ def _refusal(adapter: Path) -> str:
         (dict(task_type="NOPE"), "task_type is 'NOPE', not CAUSAL_LM"),
         (dict(target_modules=5), "'target_modules' is 5, not a module name or a list of them"),
         (dict(target_modules=[]), "target_modules is [], not module names"),
-        (dict(exclude_modules=7), "exclude_modules is 7, not null, module names or a regex"),
+        (dict(exclude_modules=7), "exclude_modules is 7, not null, [], module names or a regex"),
+        (
+            dict(lora_alpha=1e308),
+            "lora_alpha: 1e+308 over the rank 2 scales the adapter by 5e+307, past the 10000",
+        ),
         (dict(layers_to_transform="0"), "layers_to_transform is '0', not null, a layer index"),
         (
             dict(layers_to_transform=[0], layers_pattern=BACKTRACKS),
@@ -82,6 +86,7 @@ def _refusal(adapter: Path) -> str:
         "targets-int",
         "targets-empty",
         "exclude-int",
+        "alpha-overflowing-scale",
         "layers-text",
         "layers-pattern-regex",
     ],
@@ -146,10 +151,16 @@ def test_a_cut_short_weights_file_is_named(adapter, tmp_path):
     assert _refusal(copy).startswith(f"model.lora_adapter_path: {copy / WEIGHTS}: header length")
 
 
-def test_the_adapter_loads_as_saved(adapter):
-    model = _build(ModelConfig(lora_adapter_path=str(adapter)))
+@pytest.mark.parametrize("exclude", [None, []], ids=["null", "empty-list"])
+def test_the_adapter_loads_as_saved(adapter, tmp_path, exclude):
+    """`exclude_modules: []` is PEFT's "exclude nothing" (and verl's Megatron default), as
+    null is: it was refused as no module names."""
+    saved = adapter if exclude is None else _edited(adapter, tmp_path, exclude_modules=exclude)
+    model = _build(ModelConfig(lora_adapter_path=str(saved)))
     params = dict(model.named_parameters())
-    for name, tensor in load_file(str(adapter / WEIGHTS)).items():
+    stored = load_file(str(saved / WEIGHTS))
+    assert len([p for p in params if ".lora_" in p]) == len(stored)
+    for name, tensor in stored.items():
         ours = name.removeprefix("base_model.model.").replace(".weight", ".default.weight")
         assert torch.equal(params[ours], tensor), name
 

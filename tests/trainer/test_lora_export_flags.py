@@ -1,6 +1,7 @@
 """Every `export-hf` flag is honoured on a LoRA checkpoint or refused (exit 2) naming it and
 why, never ignored: `--layout mcore`, `--workers`, `--io tensorstore`, `--role` and, with
-`--adapter-only`, `--max-shard-size` were dropped without a word; a NaN in the adapter was
+`--adapter-only`, `--max-shard-size` and `--hf-config` (even one that does not exist) were
+dropped without a word; a NaN in the adapter was
 exported, merged or alone, where every other export refuses one unless `--allow-nonfinite`."""
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ def _export(run: Path, out: Path, *flags: str) -> tuple[int, str]:
         (["--workers", "2"], "--workers: a LoRA export reads, merges and writes one tensor"),
         (["--adapter-only", "--workers", "2"], "--workers: a LoRA export"),
         (["--io", "tensorstore"], "--io tensorstore: {run} is an mfsdp LoRA checkpoint, read"),
-        (["--role", "critic"], "--role critic: {run} is a mfsdp checkpoint, which has no actor/"),
-        (["--adapter-only", "--role", "actor"], "--role actor: {run} is a mfsdp checkpoint"),
+        (["--role", "critic"], "--role critic: {run} is an mfsdp checkpoint, which has no actor/"),
+        (["--adapter-only", "--role", "actor"], "--role actor: {run} is an mfsdp checkpoint"),
+        (
+            ["--adapter-only", "--hf-config", "/nonexistent/dir"],
+            "--hf-config /nonexistent/dir: {run} is an mfsdp LoRA checkpoint: --adapter-only",
+        ),
     ],
     ids=[
         "layout",
@@ -68,6 +73,7 @@ def _export(run: Path, out: Path, *flags: str) -> tuple[int, str]:
         "io",
         "role",
         "adapter-role",
+        "adapter-hf-config",
     ],
 )
 def test_a_flag_a_lora_export_has_no_use_for_is_refused_naming_it(lora_run, tmp_path, flags, says):

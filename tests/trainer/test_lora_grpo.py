@@ -26,6 +26,7 @@ from tests.grpo.test_grpo_runner import (
 from tests.grpo.test_grpo_runner import _overrides as runner_overrides
 from tests.support.distributed import run_distributed
 from tests.support.metrics import read_metrics
+from tests.support.override_lists import replaced
 from tests.support.rollout import PROMPTS
 from trainer.config import ModelConfig, OptimConfig, StrategyConfig, load_config
 from trainer.grpo.config import GRPOConfig
@@ -270,13 +271,14 @@ def test_lora_grpo_learns(grpo_warm_start):
     there, at a 3x higher learning rate (usual for LoRA)."""
     root, know = grpo_warm_start
     steps = 8
-    overrides = learning_overrides(root, know, "grpo_lora", "hf") + [
+    overrides = replaced(
+        learning_overrides(root, know, "grpo_lora", "hf"),
         "model.lora_rank=8",
         "model.lora_alpha=16",
         "optim.lr=3e-3",
         f"trainer.total_steps={steps}",
         "trainer.eval_every=4",
-    ]
+    )
     run_grpo(load_config(GRPOConfig, None, overrides))
     rewards, val = _curve(root / "grpo_lora")
     assert len(rewards) == steps
@@ -309,9 +311,12 @@ def test_two_ranks(task, engine):  # noqa: F811
     done = subprocess.run(
         MFSDP
         + ["train", "grpo", "--nproc-per-node", "2", "--json"]
-        + runner_overrides(root, files, reward, run, steps=2)
-        + LORA
-        + [f"rollout.name={engine}", "rollout.enforce_eager=true"],
+        + replaced(
+            runner_overrides(root, files, reward, run, steps=2),
+            *LORA,
+            f"rollout.name={engine}",
+            "rollout.enforce_eager=true",
+        ),
         check=False,
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ import torch
 
 from mfsdp_ckpt.convert.lora_export import export_lora
 from mfsdp_ckpt.format.manifest import read_manifest
+from tests.support.override_lists import replaced
 from tests.support.sft import tiny_config, write_chat_jsonl
 from tests.trainer import test_lora_adapter_dir
 from tests.trainer.test_lora_adapter_dir import CONFIG, _build, _edited, _refusal
@@ -69,9 +70,7 @@ def test_a_resume_with_a_loaded_adapters_dropout_is_bitwise_an_uninterrupted_run
         tiny_config(
             data,
             tmp_path / "no_dropout",
-            *settings,
-            f"model.lora_adapter_path={undropped}",
-            "trainer.total_steps=1",
+            *replaced(settings, f"model.lora_adapter_path={undropped}", "trainer.total_steps=1"),
         )
     )
     assert straight.losses[1] != without.losses[1]  # the adapter's dropout is on

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from mfsdp_ckpt.format.manifest import read_manifest
+from tests.support.override_lists import replaced
 from tests.support.sft import tiny_config, write_chat_jsonl
 from tests.trainer import test_lora_adapter_dir
 from tests.trainer.test_lora_adapter_dir import CONFIG, _edited
@@ -73,4 +74,5 @@ def test_a_resume_with_another_lora_rank_is_still_refused(tmp_path):
     run_sft(tiny_config(data, run, *fresh, "trainer.total_steps=1"))
     said = r"checkpoint was trained with model\.lora_rank=2, this run has model\.lora_rank=4"
     with pytest.raises(ResumeMismatchError, match=said):
-        run_sft(tiny_config(data, run, *fresh, "model.lora_rank=4", "trainer.total_steps=2"))
+        rank_4 = replaced(fresh, "model.lora_rank=4", "trainer.total_steps=2")
+        run_sft(tiny_config(data, run, *rank_4))

@@ -5,27 +5,23 @@ The reference policy is never saved: every start rebuilds it from the initial we
 `model.path` held other weights when it resumed (a directory replaced in place, a symlink
 moved) took its KL against another model, silently. So each manifest records, under
 `info.reference_model`, how to rebuild the reference and, for a separate reference, its
-weight files by size and digest (as a LoRA checkpoint records its base:
-`trainer.weights_record`; a checkpoint as `model.path`, by its dist_ckpt files); a resume
-onto other weights is refused naming the file that differs. Checkpoints saved before the
-files were recorded resume as before. With LoRA the reference is the base (the actor with
-its adapter off), which the adapter's own check covers, and without `actor.use_kl_loss`
-there is no reference to check.
+weight files by size and digest, as a LoRA checkpoint records its base
+(`trainer.weights_record.describe_model_weights`; a checkpoint as `model.path`, by its
+dist_ckpt files); a resume onto other weights is refused naming the file that differs.
+Checkpoints saved before the files were recorded resume as before. With LoRA the reference
+is the base (the actor with its adapter off), which the adapter's own check covers, and
+without `actor.use_kl_loss` there is no reference to check.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
-from mfsdp_ckpt.format.file_hash import hash_files
-from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, DIST_CKPT_DIR, CheckpointPaths
-from mfsdp_ckpt.format.manifest import Manifest, read_manifest
-from mfsdp_ckpt.lora import BaseModelRecord, describe_base_model
+from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.lora import BaseModelRecord
 from trainer.grpo.config import GRPOConfig
-from trainer.model_source import resolve_model_source
 from trainer.resume import ResumeMismatchError
 from trainer.weights_record import (
     WeightsRecord,
@@ -58,7 +54,7 @@ class ReferenceRecord:
         }
         weights = None
         if cfg.actor.use_kl_loss and not lora:
-            weights = WeightsRecord(partial(describe_reference, cfg, _checkpoint_of(cfg)), INFO_KEY)
+            weights = WeightsRecord.of_model(model, seed=seed, label=INFO_KEY)
             if writes_manifests():
                 weights.start()
         return cls(source, weights)
@@ -86,7 +82,7 @@ class ReferenceRecord:
         )
         if problem is not None:
             remedy = weights_remedy(
-                recorded_weights(recorded, source), self.source["path"], "its KL reference"
+                recorded_weights(recorded, source), self.weights.path, "its KL reference"
             )
             raise ResumeMismatchError(f"{paths.manifest}: {problem}; {remedy}")
 
@@ -96,37 +92,3 @@ def recorded_weights(recorded: dict[str, Any], source: str) -> BaseModelRecord:
     alone (no path) is a random init of that seed, as `describe_base_model` describes it."""
     record = BaseModelRecord.from_dict(recorded, source)
     return replace(record, random_init=record.random_init or record.path is None)
-
-
-def _checkpoint_of(cfg: GRPOConfig) -> CheckpointPaths | None:
-    """The checkpoint `model.path` names, when it is one rather than a model dir (resolved
-    here, in the main thread, as the run's model build resolves it)."""
-    source = resolve_model_source(cfg.model) if not cfg.model.random_init else None
-    return source.checkpoint if source is not None else None
-
-
-def describe_reference(cfg: GRPOConfig, checkpoint: CheckpointPaths | None) -> BaseModelRecord:
-    """The reference's weight files: a model dir's by size and digest (`describe_base_model`),
-    or, for an mfsdp checkpoint as `model.path` (an SFT step), its dist_ckpt files as its
-    manifest records them (hashed when that step was saved; hashing its optimizer state again
-    would cost more than the model build); a checkpoint without one (verl's, Megatron-LM's)
-    by its own dist_ckpt files, hashed here (a model dir's rule finds no weights there, and
-    an empty record matched any weights put there later)."""
-    model = cfg.model
-    if checkpoint is None:
-        return describe_base_model(model.path, random_init=model.random_init, seed=cfg.trainer.seed)
-    if checkpoint.manifest is None:
-        root = checkpoint.dist_ckpt
-        names = sorted(
-            entry.name
-            for entry in os.scandir(root)
-            if entry.name == DCP_METADATA_FILE or entry.name.endswith(".distcp")
-        )
-        return BaseModelRecord(str(root), False, cfg.trainer.seed, hash_files(root, names))
-    prefix = f"{DIST_CKPT_DIR}/"
-    files = {
-        name.removeprefix(prefix): record
-        for name, record in read_manifest(checkpoint.manifest).files.items()
-        if name.startswith(prefix)
-    }
-    return BaseModelRecord(str(checkpoint.dist_ckpt), False, cfg.trainer.seed, files)
