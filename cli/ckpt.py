@@ -11,6 +11,7 @@ import click
 
 from cli.choice import Choice
 from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, GivenPath, fail, json_option
+from cli.given_once import OnceGroup
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from trainer.progress import CallbackBar
@@ -30,7 +31,7 @@ ROLE_OPTION = click.option(
 )
 
 
-@click.group()
+@click.group(cls=OnceGroup)
 def ckpt() -> None:
     """Inspect, validate, export and import checkpoints, on any machine (CPU only is fine).
 
@@ -256,7 +257,7 @@ def _details(report, strict: bool, deep: bool) -> str:
     if report.has_optimizer_state and kind is not None and kind.name is not None:
         optimizer = f", {kind.name} optimizer state"
     return (
-        f"({report.layout},{role} step "
+        f"({report.layout or 'layout unread'},{role} step "
         f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
         f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files{optimizer}"
         f"{f', {report.adapter}' if report.adapter else ''}"

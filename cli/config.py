@@ -6,9 +6,10 @@ import click
 
 from cli.choice import Choice
 from cli.errors import EXIT_FAILED, GivenPath, fail
+from cli.given_once import OnceGroup
 
 
-@click.group()
+@click.group(cls=OnceGroup)
 def config() -> None:
     """Work with run configs (YAML files for `mfsdp train sft|grpo --config`).
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from cli.errors import GivenPath, json_option
+from cli.given_once import OnceGroup
 from cli.lines import say
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -122,7 +123,7 @@ def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
         say(f"{name}: {path}")
 
 
-@click.group()
+@click.group(cls=OnceGroup)
 def data() -> None:
     """Prepare training data: official GSM8K / MATH files, or a synthetic task, to the SFT
     (`messages`) and verl RL (`prompt`, `reward_model`, ...) parquet tables the trainers read.
@@ -140,7 +141,7 @@ _INPUT = click.option(
     "inputs",
     multiple=True,
     required=True,
-    type=GivenPath(),
+    type=GivenPath(current_dir_ok=False),
     help="Official file (parquet, jsonl, or json: an array of objects); repeat for train and test.",
 )
 _OUT = click.option(
@@ -148,7 +149,7 @@ _OUT = click.option(
     "out_dir",
     required=True,
     metavar="DIR",
-    type=GivenPath(file_okay=False),
+    type=GivenPath(file_okay=False, output=True, current_dir_ok=True),
     help="Writes DIR/sft/<split>.parquet and DIR/rl/<split>.parquet (made if missing; a table"
     " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )
@@ -213,7 +214,7 @@ def math(
     "out_dir",
     required=True,
     metavar="DIR",
-    type=GivenPath(file_okay=False),
+    type=GivenPath(file_okay=False, output=True, current_dir_ok=True),
     help="Writes DIR/sft/train.parquet and DIR/rl/{train,test}.parquet (made if missing; a table"
     " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )

@@ -23,8 +23,9 @@ import click
 
 from cli import demo_record
 from cli.command_as_run import mfsdp_command
-from cli.demo_record import DEMO_DIR, EXPORT_DIR
+from cli.demo_record import DATA_DIR, DEMO_DIR, EXPORT_DIR, INIT_DIR, RAW_DIR, RUN_DIR
 from cli.errors import GivenPath, on_interrupt
+from cli.given_once import OnceCommand
 from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks
 from cli.main import EXIT_CLOSED_PIPE
 from cli.run_report import stopped_run_line
@@ -40,17 +41,14 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
-# What a demo dir holds: GSM8K-format rows, their tables, the initial model, the run (and
-# the export, EXPORT_DIR, which a start over takes for the demo's own where it wrote none)
-RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR = "gsm8k_format", "data", "init_model", "sft"
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.option(
     "--out",
     "out_dir",
     metavar="DIR",
-    type=GivenPath(file_okay=False),
+    type=GivenPath(file_okay=False, output=True),
     default=DEMO_DIR,
     show_default=True,
     help="Demo directory: new, empty, or a previous demo's holding only what that demo wrote"

@@ -17,6 +17,12 @@ demo's export dir (`hf`) where it never wrote one, which the line of a demo stop
 training suggests (`mfsdp ckpt export-hf OUT/sft --out OUT/hf`); refused, it blocked the
 start over that the same line suggests.
 
+The list holds only what the demo writes: its folders (`WRITES`), all below them, and
+their lock files. It listed whatever `OUT` held as it ended, on the belief that `OUT` had
+been new or emptied: where that failed (`--out P/new/..` passed as new for the non-empty
+`P`), a user's files were listed as the demo's, and the next demo deleted them. Anything
+else at the top of `OUT` is left off, so a later demo finds it and keeps it.
+
 Listing and hashing are bounded: a directory with more entries than any demo writes is
 refused before anything is hashed, and only files listed with the same size are hashed.
 """
@@ -36,12 +42,17 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError, hash_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.lock_holder import file_lock_holder
-from mfsdp_ckpt.storage.out_lock import LOCK_SUFFIX
+from mfsdp_ckpt.storage.out_lock import LOCK_SUFFIX, hidden_name
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.run_files import replacing
 
 MARKER = ".mfsdp-demo"  # written first into every demo dir; holds the list once the demo ends
-EXPORT_DIR = "hf"  # the demo's export of its run, in its dir
+# What a demo dir holds: GSM8K-format rows, their tables, the initial model, the run, and the
+# export of the run (which a start over takes for the demo's own where it wrote none)
+RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR = "gsm8k_format", "data", "init_model", "sft", "hf"
+WRITES = (RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR)
+# the top-level names the list may hold: those and the lock file each is written under
+_OWN = frozenset(WRITES) | {hidden_name(name, LOCK_SUFFIX) for name in WRITES}
 DEMO_DIR = "runs/demo"  # the demo's --out unless given; the examples read its data there
 MAX_ENTRIES = 10_000  # a demo writes under a hundred
 MAX_DEPTH = 16  # a demo's deepest file is 5 levels down
@@ -74,7 +85,8 @@ def start(out: Path) -> None:
 
 
 def record(out: Path) -> None:
-    """Write the list of what is in `out` now, which the demo that holds its lock wrote."""
+    """Write the list of what the demo that holds `out`'s lock wrote there: what is under
+    its own names (`WRITES`) now; anything else in `out` is left off the list."""
     dirs, files, extra = _walk(out, None)
     if extra:  # more entries than any demo writes: someone else's; no list, so never deleted
         _write(out, {"written_by": _WRITER, "dirs": None, "files": None})
@@ -134,19 +146,30 @@ def _read(out: Path) -> Written | str:
         dirs, files = data["dirs"], data["files"]
         if data.get("written_by") != _WRITER or dirs is None or files is None:
             return unlisted
+        # a name outside the demo's own is no demo's, whatever a list of an older mfsdp says
         return Written(
-            frozenset(str(name) for name in dirs),
-            {str(name): FileRecord.from_json(entry) for name, entry in files.items()},
+            frozenset(str(name) for name in dirs if _own(str(name))),
+            {
+                str(name): FileRecord.from_json(entry)
+                for name, entry in files.items()
+                if _own(str(name))
+            },
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, FileRecordError):
         return unlisted
 
 
+def _own(name: str) -> bool:
+    """Whether `name` (a path under a demo dir) lies under one of the demo's own names."""
+    return name.split("/", 1)[0] in _OWN
+
+
 def _walk(out: Path, written: Written | None) -> tuple[list[str], list[str], list[str]]:
     """(folders, files, entries not on `written`'s list) under `out`, by path under it,
-    the marker aside; a folder not on the list is not entered. Symlinks and special files
-    are never followed: the demo writes none, so they are always extra. Past MAX_ENTRIES or
-    MAX_DEPTH, the rest counts as one extra entry."""
+    the marker aside; a folder not on the list is not entered. Without a list (`record`
+    making one), only what lies under the demo's own names (`_own`) is walked, the rest
+    skipped. Symlinks and special files are never followed: the demo writes none, so they
+    are always extra. Past MAX_ENTRIES or MAX_DEPTH, the rest counts as one extra entry."""
     dirs: list[str] = []
     files: list[str] = []
     extra: list[str] = []
@@ -158,7 +181,7 @@ def _walk(out: Path, written: Written | None) -> tuple[list[str], list[str], lis
             children = sorted(entries, key=lambda entry: entry.name)
         for entry in children:
             name = f"{prefix}{entry.name}"
-            if name == MARKER:
+            if name == MARKER or (written is None and not _own(name)):
                 continue
             seen += 1
             if seen > MAX_ENTRIES or depth >= MAX_DEPTH:
@@ -229,4 +252,15 @@ def _write(out: Path, content: dict[str, Any]) -> None:
         handle.write(json.dumps(content, indent=1).encode() + b"\n")
 
 
-__all__ = ["EXPORT_DIR", "MARKER", "record", "refusal", "start"]
+__all__ = [
+    "DATA_DIR",
+    "EXPORT_DIR",
+    "INIT_DIR",
+    "MARKER",
+    "RAW_DIR",
+    "RUN_DIR",
+    "WRITES",
+    "record",
+    "refusal",
+    "start",
+]

@@ -30,6 +30,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from cli.given_once import OnceGroup
 from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
@@ -44,7 +45,9 @@ from mfsdp_ckpt.errors import (
 )
 from mfsdp_ckpt.format.path_urls import url_refusal
 from mfsdp_ckpt.storage.file_errors import os_error_line
+from mfsdp_ckpt.storage.output_path import collapse_dot_dot
 from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure, memory_failure
+from trainer.env_ints import env_int
 from trainer.memory_estimate import states_advice
 
 __all__ = [
@@ -99,24 +102,40 @@ class GivenPath(click.Path):
     refuses a URL too (`urls_said_later`: where the command names URLs itself):
     `--out file:///abs/x` wrote the export to the relative `./file:/abs/x`, `--out
     gs://b/x` to `./gs:/b/x`, and exit 0 said it was written (`path_urls.is_url_not_path`
-    says which values are URLs)."""
+    says which values are URLs). An `output` path (a directory the command writes) comes
+    without its `..` (`output_path.collapse_dot_dot`): `--out P/new/..` was checked as a
+    path naming nothing, then written into the non-empty `P`. The empty value's line offers
+    `.` only where the option takes the current directory (`current_dir_ok`; by default a
+    directory read, not written): it was offered to every path option, and `--out .` of
+    export-hf, import-hf and the demo, or `--config .`, refused what it advised."""
 
-    def __init__(self, *args: Any, urls_said_later: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        urls_said_later: bool = False,
+        output: bool = False,
+        current_dir_ok: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.urls_said_later = urls_said_later
+        self.output = output
+        self.current_dir_ok = (
+            self.dir_okay and not output if current_dir_ok is None else current_dir_ok
+        )
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
-            self.fail(
-                "is empty (an unset shell variable?); give a path, or . for the current directory",
-                param,
-                ctx,
-            )
+            here = ", or . for the current directory" if self.current_dir_ok else ""
+            self.fail(f"is empty (an unset shell variable?); give a path{here}", param, ctx)
         if isinstance(value, str) and not self.urls_said_later:
             refusal = url_refusal(value, LOCAL_PATHS_ONLY)
             if refusal is not None:
                 self.fail(refusal, param, ctx)
-        return super().convert(value, param, ctx)
+        converted = super().convert(value, param, ctx)
+        return (
+            collapse_dot_dot(converted) if self.output and isinstance(converted, str) else converted
+        )
 
 
 # What a URL other than a `file:` one of this machine is told where a command wants a path
@@ -127,7 +146,7 @@ LOCAL_PATHS_ONLY = (
 
 
 # validate, inspect and import-hf name a URL themselves (`path_refusals.refuse_url`), with the
-# schemes export-hf reads
+# schemes export-hf reads (its CKPT, which reads them)
 READ_PATH = GivenPath(readable=False, urls_said_later=True)
 
 
@@ -484,7 +503,7 @@ def _fail_once(
         if code == EXIT_INTERRUPTED:
             sys.exit(code)
         alike = code == EXIT_USAGE or every_rank
-        quiet = code == EXIT_PEER_LOST or (alike and os.environ["RANK"] != "0")
+        quiet = code == EXIT_PEER_LOST or (alike and env_int("RANK", 0) != 0)
         lost = code == EXIT_PEER_LOST
         _tell_torchrun(message, said=not quiet, alike=alike, lost_peers=lost)  # if no rank says
         if quiet:
@@ -492,7 +511,7 @@ def _fail_once(
                 time.sleep(ALIKE_EXIT_DELAY_S)  # launcher names this rank's line as its own
             _exit(code, abandon)
         settle_command()  # torchrun's SIGTERM, once another rank failed, must not cut the line
-        if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
+        if env_int("RANK", 0) != 0:  # their lines, but one JSON object: rank 0's
             as_json = False
     fail(message, code, as_json, abandon=abandon)
 
@@ -580,9 +599,10 @@ def _tell_torchrun(
                 partial.unlink()
 
 
-class MfsdpGroup(click.Group):
+class MfsdpGroup(OnceGroup):
     """A command group whose commands report errors through `report_errors`, whether it is
-    run as `mfsdp` or on its own (`python -m cli.train` under torchrun)."""
+    run as `mfsdp` or on its own (`python -m cli.train` under torchrun), and refuse an option
+    given twice (`OnceGroup`)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         """click's, but its `--help` or `--version` printed into a closed pipe ends with 141

@@ -10,7 +10,8 @@ import click
 
 from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
-from cli.errors import GivenPath, json_option
+from cli.errors import READ_PATH, GivenPath, json_option
+from cli.given_once import OnceCommand
 from cli.metadata_progress import metadata_progress
 from cli.results import allow_nonfinite_option, echo_result, overwrite_option
 from trainer.progress import CallbackBar
@@ -23,10 +24,15 @@ PLAUSIBLE_SHARD_BYTES = (10**6, 10**12)
 _UNITS = ("KB", "MB", "GB", "TB")
 
 
-@click.command("export-hf")
-@click.argument("ckpt")
+@click.command("export-hf", cls=OnceCommand)
+@click.argument("ckpt", type=READ_PATH)  # empty: refused, was read as the current dir
 @click.option(
-    "--out", "out_dir", required=True, metavar="DIR", type=GivenPath(), help="Directory to create."
+    "--out",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    type=GivenPath(output=True),
+    help="Directory to create.",
 )
 @click.option(
     "--dtype",

@@ -7,18 +7,19 @@ import click
 from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
 from cli.errors import READ_PATH, GivenPath, json_option
+from cli.given_once import OnceCommand
 from cli.results import allow_nonfinite_option, echo_result, overwrite_option
 from trainer.progress import CallbackBar
 
 
-@click.command("import-hf")
+@click.command("import-hf", cls=OnceCommand)
 @click.argument("hf_dir", type=READ_PATH)
 @click.option(
     "--out",
     "out_dir",
     required=True,
     metavar="DIR",
-    type=GivenPath(file_okay=False),
+    type=GivenPath(file_okay=False, output=True),
     help="Directory to create.",
 )
 @click.option(
@@ -34,24 +35,22 @@ from trainer.progress import CallbackBar
     "--mcore-norms",
     "norms",
     type=Choice(["local", "te"]),
-    default="local",
-    show_default=True,
-    help="mcore layernorm names: local = input_layernorm / pre_mlp_layernorm "
+    default=None,
+    help="mcore layernorm names: local (the default) = input_layernorm / pre_mlp_layernorm "
     "(Megatron-core's local "
     "spec, no Transformer Engine); te = TE's fused ...linear_qkv.layer_norm_weight / "
-    "...mlp.linear_fc1.layer_norm_weight.",
+    "...mlp.linear_fc1.layer_norm_weight. --layout mcore only.",
 )
 @click.option(
     "--mcore-experts",
     "experts",
     type=Choice(["auto", "grouped", "sequential"]),
-    default="auto",
-    show_default=True,
-    help="mcore names of an MoE model's experts: grouped = TEGroupedMLP's "
+    default=None,
+    help="mcore names of an MoE model's experts (--layout mcore only): grouped = TEGroupedMLP's "
     "...mlp.experts.linear_fc1.weight<E>_w (Transformer Engine spec with --moe-grouped-gemm); "
     "sequential = SequentialMLP's ...mlp.experts.local_experts.<E>.linear_fc1.weight_w (local "
-    "spec, or TE without --moe-grouped-gemm); auto = grouped with --mcore-norms te, else "
-    "sequential.",
+    "spec, or TE without --moe-grouped-gemm); auto (the default) = grouped with --mcore-norms "
+    "te, else sequential.",
 )
 @click.option(
     "--dtype",
@@ -74,8 +73,8 @@ def import_hf(
     hf_dir: str,
     out_dir: str,
     layout_name: str,
-    norms: str,
-    experts: str,
+    norms: str | None,
+    experts: str | None,
     dtype: str,
     overwrite: bool,
     allow_nonfinite: bool,

@@ -41,7 +41,7 @@ from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from trainer.env_ints import env_int
+from trainer.env_ints import env_int, joins_a_group, process_rank
 from trainer.threads import CPU_RANKS_RULE
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
@@ -359,7 +359,7 @@ def start(
         end_as_ranks_ended(code, lambda stopped: interrupted_run(cfg, logged_before, stopped))
         sys.exit(0)
     _quiet_library_bars(cfg)
-    if env_int("RANK", 0) == 0:
+    if process_rank() == 0:
         say_starting(subcommand, "loading torch and transformers")
 
 
@@ -384,7 +384,7 @@ def _quiet_library_bars(cfg: Any) -> None:
     are turned off too."""
     from trainer.progress import draws_bars
 
-    if env_int("RANK", 0) == 0 and draws_bars(cfg.trainer.progress_bar):
+    if process_rank() == 0 and draws_bars(cfg.trainer.progress_bar):
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if "huggingface_hub" in sys.modules:
@@ -579,7 +579,7 @@ def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
     from mfsdp_ckpt.storage.out_dir import make_parents, remove_empty
     from mfsdp_ckpt.storage.out_lock import out_lock
 
-    if "RANK" in os.environ or launch.multi_node:
+    if joins_a_group() or launch.multi_node:
         yield
         return
     run = Path(os.path.abspath(run_dir))

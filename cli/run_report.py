@@ -17,7 +17,7 @@ from cli.command_as_run import mfsdp_command
 from cli.errors import settle_command
 from cli.lines import say
 from cli.result_said import mark_result_said
-from trainer.env_ints import env_int
+from trainer.env_ints import process_rank
 
 
 def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
@@ -108,12 +108,13 @@ def _step_reached(run_dir: str | os.PathLike, log_every: int, logged_before: int
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
-    """Print a finished run's summary once, from rank 0 (torchrun sets RANK; a lone process has
-    none): as one JSON object with --json, else as `line`. The outcome is settled first
+    """Print a finished run's summary once, from rank 0 (`process_rank`: a process given RANK
+    without WORLD_SIZE trained alone, as rank 0): as one JSON object with --json, else as
+    `line`. The outcome is settled first
     (`settle_command`: a signal from here on changes nothing), and a launching `mfsdp`
     is told once it is printed (`mark_result_said`)."""
     settle_command()
-    if env_int("RANK", 0) != 0:
+    if process_rank() != 0:
         return
     if as_json:
         click.echo(json.dumps(summary))

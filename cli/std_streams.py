@@ -12,6 +12,10 @@ Stdout is opened there read-only: a command's result that cannot be written is a
 whether stdout is closed (`>&-`) or full (`>/dev/full`), not an exit 0 with the result lost.
 Writing it fails with EBADF, in this process and in the ranks it starts (which inherit it),
 and is said as a full stdout is (`stdout: cannot write the command's output`, exit 1).
+The placeholders are inheritable: `os.open` makes descriptors close on exec (PEP 446), so
+torchrun and the ranks of `--nproc-per-node N` started with 0, 1 and 2 closed again, a
+rank's result line went nowhere at exit 0, and its files took those numbers. Each of those
+entry points calls this too, for a launcher that closed them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ def ensure_standard_streams() -> None:
         except OSError:
             pass
         os.open(os.devnull, flags)  # the lowest free number: `fd`, as those below are open
+        os.set_inheritable(fd, True)  # the processes it starts hold it as their own `fd`
         stream = io.TextIOWrapper(io.FileIO(fd, mode, closefd=False))
         for attribute in (name, f"__{name}__"):
             if getattr(sys, attribute) is None:

@@ -62,6 +62,7 @@ from cli.errors import (
 )
 from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr
 from cli.result_said import expect_result, result_said
+from cli.std_streams import ensure_standard_streams
 from cli.verbosity import LEVEL_VARIABLE
 from mfsdp_ckpt.check.printable import printable
 
@@ -565,6 +566,7 @@ def _say_error(line: str, code: int, as_json: bool) -> int:
 
 
 if __name__ == "__main__":
+    ensure_standard_streams()  # the ranks inherit its 0, 1 and 2: none closed, none a file
     guard_stderr()  # it writes to the launching mfsdp's stderr: best effort, as the ranks do
     try:
         sys.exit(main(sys.argv[1:]))

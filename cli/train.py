@@ -64,6 +64,8 @@ train.add_command(grpo)
 
 if __name__ == "__main__":
     from cli.main import command_ends_process
+    from cli.std_streams import ensure_standard_streams
 
+    ensure_standard_streams()  # a rank: before it opens a file or writes a line
     command_ends_process()
     train(prog_name="mfsdp train")

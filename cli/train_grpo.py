@@ -6,11 +6,12 @@ from typing import Any
 
 import click
 
+from cli.given_once import OnceCommand
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
 from cli.run_report import FinalValue, final_value
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @config_option(
     "model, data, actor, optim, strategy, rollout, algorithm, reward, checkpoint, trainer", "grpo"
 )

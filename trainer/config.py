@@ -41,6 +41,7 @@ from typing import Annotated, Any, Literal, cast
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
+from mfsdp_ckpt.storage.output_path import collapse_dot_dot
 from trainer import verl_keys
 from trainer.config_base import (
     COMMAND_LINE,
@@ -267,6 +268,11 @@ class TrainerConfig:
     experiment_name: str | None = None  # wandb run name; default: the run dir's name
     progress_bar: bool = True
     peak_tflops: Positive[float] | None = None  # per device, MFU; CUDA default 790 (H200 bf16)
+
+    def __post_init__(self) -> None:
+        # `RUN/new/..` was checked as typed, naming nothing while `new` did not exist, and
+        # then trained into RUN past every check of what RUN holds (`output_path`)
+        self.run_dir = collapse_dot_dot(self.run_dir)
 
 
 @dataclass
@@ -571,7 +577,7 @@ def parse_override_value(
             f"command-line override {key}=: empty value (an unset shell variable?); "
             f"give a value{remedy}"
         )
-    changed = folded_or_trimmed(key, text)
+    changed = folded_or_trimmed(key, text, trims_text=numbers_as_text)
     if changed is not None:
         raise ConfigError(changed)
     try:

@@ -31,6 +31,7 @@ from mfsdp_ckpt.storage.bounded_yaml import (
     ExpansionBudget,
     YAMLRefused,
 )
+from mfsdp_ckpt.storage.safe_files import kind_name
 from trainer.shown_value import shown_value
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -205,8 +206,8 @@ def read_config_text(path: str | os.PathLike) -> str:
     a reader that parses it as the keys in it call for (a verl config as verl reads it)."""
     try:
         info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise YAMLConfigError(f"{path}: not a regular file")
+        if not stat.S_ISREG(info.st_mode):  # said with its kind, as every such refusal is
+            raise YAMLConfigError(f"{path}: {kind_name(info.st_mode)}, not a regular file")
         with open(path, "rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:

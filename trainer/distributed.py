@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from trainer.config import ConfigError
-from trainer.env_ints import env_int
+from trainer.env_ints import env_int, joins_a_group
 from trainer.local_ranks import gpu_rank_problem
 
 Number = TypeVar("Number", int, float)
@@ -88,7 +88,7 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"
         timeout = datetime.timedelta(minutes=timeout_minutes)
-        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        if joins_a_group():
             store, rank, world_size = _joined_store()
             dist.init_process_group(
                 backend,

@@ -30,3 +30,18 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
             " unset it or give one (torchrun sets it for each rank)"
         )
     return number
+
+
+def joins_a_group() -> bool:
+    """Whether this process trains as one rank of a group its launcher set up: RANK and
+    WORLD_SIZE both set (torchrun, srun; `trainer.distributed` joins it). With RANK alone
+    it trains alone, as rank 0 of a group of one."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def process_rank() -> int:
+    """The rank this process trains as: RANK (`env_int`) where it joins a group, else 0.
+    Read here for every "rank 0 alone" decision: `RANK=1` without WORLD_SIZE trained alone
+    and printed no result, and RANK compared as text made `RANK=00` rank 0 to some parts of
+    a run and not to others."""
+    return env_int("RANK", 0) if joins_a_group() else 0

@@ -8,15 +8,17 @@ warning names the real cause; counted once, the out-of-memory advice says it too
 (`states_advice`). A warning, not a refusal: activations are not counted and the memory
 available now is not the memory available at the first step, so the estimate is "at least".
 
-Standard library only: `cli.errors` asks `states_advice` in every command's process.
+Standard library only (and `env_int`, which is too): `cli.errors` asks `states_advice` in
+every command's process.
 """
 
 from __future__ import annotations
 
-import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainer.env_ints import env_int
 
 # Trained in float32 with AdamW: the weights, their grads and the two moments (4 bytes each)
 BYTES_PER_TRAINED_PARAM = 16
@@ -180,7 +182,11 @@ def _cgroup_room() -> int | None:
     return max(int(limit) - int(used), 0)
 
 
-def ranks_here() -> int:
-    """The ranks on this machine (torchrun's LOCAL_WORLD_SIZE), 1 outside torchrun."""
-    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
-    return int(value) if value.isdigit() and int(value) > 0 else 1
+def ranks_here(world_size: int) -> int:
+    """The ranks on this machine of a run of `world_size` ranks: its launcher's
+    LOCAL_WORLD_SIZE (read as every rank variable is, `env_int`), at most `world_size`; 1
+    for a process that trains alone, whatever a stale `export LOCAL_WORLD_SIZE` says (it
+    counted ranks that never ran and warned a fitting model would fail)."""
+    if world_size <= 1:
+        return 1
+    return min(env_int("LOCAL_WORLD_SIZE", 1, minimum=1), world_size)

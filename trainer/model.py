@@ -14,7 +14,6 @@ import contextlib
 import copy
 import functools
 import logging
-import os
 import traceback
 import types
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
+from trainer.env_ints import process_rank
 from trainer.finite_weights import refuse_nonfinite_weights
 from trainer.hf_files import keep_tokenizer_files, save_hf_files
 from trainer.kernels import apply_kernels
@@ -72,7 +72,10 @@ TOKENIZER_PROBE = "Question: what is 3 + 4? Answer: 7"
 
 class ModelFilesError(MfsdpFailedError, ValueError):
     """The model dir's config.json or tokenizer is damaged (a cut-short download, a wrong
-    type); names the dir and what transformers said, in one line."""
+    type); names the dir and what transformers said, in one line. Every rank reads the same
+    files and meets it alike: rank 0 says it, once (it was one line per rank)."""
+
+    every_rank = True
 
 
 T = TypeVar("T")
@@ -241,7 +244,7 @@ def build_hf_config(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Any
     config = overridden_config(base, make, cfg.overrides)
     fit = recorded_vocab_rows(cfg, resolve_model_source(cfg), config.vocab_size)
     if fit is not None:
-        if os.environ.get("RANK", "0") == "0":  # one line, not one per rank
+        if process_rank() == 0:  # one line, not one per rank
             log.warning("note: model.hf_config's %s", fit.note().removeprefix("config.json "))
         config = overridden_config(base, make, {**cfg.overrides, "vocab_size": fit.rows})
     if len(tokenizer) > config.vocab_size:

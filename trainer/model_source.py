@@ -45,6 +45,7 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.format.path_refusals import refuse_url
 from trainer.config import ConfigError, ModelConfig
+from trainer.env_ints import process_rank
 from trainer.local_paths import HF_CONFIG_NEEDED, missing_path
 
 if TYPE_CHECKING:  # the CLI imports this module without torch or transformers
@@ -549,7 +550,7 @@ def _warn_mtp_left_out(mtp: MtpLayers | None, checkpoint: CheckpointPaths) -> No
     were left out: every rank loads the checkpoint, and GRPO builds its reference model
     from it too, but the user is told once."""
     where = str(checkpoint.dist_ckpt)
-    if mtp is None or where in _told_mtp_left_out or os.environ.get("RANK", "0") != "0":
+    if mtp is None or where in _told_mtp_left_out or process_rank() != 0:
         return
     _told_mtp_left_out.add(where)
     log.warning("%s", mtp.left_out_of_training(where))

@@ -77,11 +77,14 @@ def quoted(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def folded_or_trimmed(key: str, text: str) -> str | None:
+def folded_or_trimmed(key: str, text: str, trims_text: bool = True) -> str | None:
     """Why YAML would fold or trim `text`, given as `key=text` (a control character, spaces
     at its start or end), in words that say how to quote it; or None. Checked before YAML
     reads the text: PyYAML folds some control characters and refuses others in words of its
-    own."""
+    own. Edge spaces matter only where they would be part of a text value (`trims_text`: a
+    key that takes text only, a path or a name): elsewhere they change nothing, as around
+    the key (`trainer.total_steps= 5` is 5, as Hydra reads it too), and the advice to quote
+    them made a number the text " 5", refused."""
     folded = folded_character(text)
     if folded is not None:
         return (
@@ -89,7 +92,7 @@ def folded_or_trimmed(key: str, text: str) -> str | None:
             " which YAML folds or refuses; leave it out, or quote the value with it escaped"
             f' ({key}="...{folded}...")'
         )
-    if text != text.strip(" "):
+    if trims_text and text != text.strip(" "):
         return (
             f"command-line override {key}: the value has spaces at its start or end, which"
             f" YAML drops; quote the value to keep them ({key}={_written(text)}) or remove"

@@ -127,9 +127,13 @@ class PlainLines:
         print(line, file=sys.stderr, flush=True)
 
     def _amount(self, value: float, scale_of: float) -> str:
-        """`value` in the unit, scaled as `scale_of` is when `unit_scale` (GB for bytes)."""
+        """`value` in the unit, scaled as `scale_of` is when `unit_scale` (GB for bytes);
+        else a count with thousands separators (`15,450 tensors`: `.4g` wrote 1.545e+04),
+        a rate under 10 with a decimal (`0.4 tensors/s`)."""
         if not self.unit_scale:
-            return f"{value:.4g} {self.unit}{'' if value == 1 else 's'}"
+            whole = value >= 10 or value == int(value)
+            shown = f"{value:,.0f}" if whole else f"{value:.1f}"
+            return f"{shown} {self.unit}{'' if value == 1 else 's'}"
         power = next((p for p in (4, 3, 2, 1) if abs(scale_of) >= 1000**p), 0)
         prefix = ("", "k", "M", "G", "T")[power]
         return f"{value / 1000**power:.1f} {prefix}{self.unit}"

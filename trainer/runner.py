@@ -37,6 +37,7 @@ from trainer.memory_estimate import (
     ranks_here,
 )
 from trainer.metrics import MetricsLogger, drop_steps_after
+from trainer.micro_batch_ranks import rank_change_warning
 from trainer.model import check_attention_backend, count_parameters
 from trainer.model_source import weights_lines
 from trainer.optim import apply_settings, lr_at, warmup_past_the_end
@@ -85,7 +86,7 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
         return body(cfg, env)
 
 
-def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> None:
+def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> CheckpointPaths | None:
     """Refuse the step `checkpoint.resume` names for what `TrainingRun.open` checks of it
     without a model (`trainer.resume.resume_target`: another trainer's layout, another kind
     of run, another model config, ...), for a runner to ask before it builds its models and
@@ -93,18 +94,28 @@ def check_resume_target(kind: RunKind, cfg: Any, hf_config: Any) -> None:
     left its model dir in a verl run dir given as the step to resume, before the refusal
     that `TrainingRun.open` makes again when it loads the step. Every rank asks alike. So is
     a config.yaml in the run dir that the run would replace and must not (`own_config_note`:
-    a file of the user's, the --config file itself included), fresh start or resume."""
+    a file of the user's, the --config file itself included), fresh start or resume.
+    Returns the step to resume, None for a fresh start."""
     run_dir = Path(cfg.trainer.run_dir)
     with raised_by_every_rank():
         found = resume_target(run_dir, cfg.checkpoint.resume, kind, hf_config.to_dict())
         own_config_note(run_dir, cfg, found)  # its note is said as the run writes its own
+    return found
 
 
-def warn_of_model_states(kind: RunKind, cfg: Any, hf_config: Any) -> None:
+def warn_of_model_states(
+    kind: RunKind, cfg: Any, hf_config: Any, resumed: CheckpointPaths | None, total_steps: int
+) -> None:
     """One warning line, from the main rank, when the model's states (float32 weights, grads
     and AdamW moments, sharded over the ranks; `trainer.memory_estimate`) cannot fit in the
     memory this rank may use: its GPU's free memory, else the host's. A model that could not
-    fit failed at its first step, after it was built, advised to lower the batch."""
+    fit failed at its first step, after it was built, advised to lower the batch. None for a
+    run of `total_steps` `resumed` (`check_resume_target`) at or past its end: it trains no
+    step, and a rerun for its `--json` values was told it would likely fail out of memory
+    before "nothing left to train"."""
+    step = resumed.step if resumed is not None else None
+    if step is not None and step >= end_step(total_steps, cfg):
+        return
     counts = count_parameters(hf_config)
     tied = getattr(hf_config, "tie_word_embeddings", False)
     params = counts["matmul"] + (0 if tied else counts["embedding"])
@@ -116,7 +127,7 @@ def warn_of_model_states(kind: RunKind, cfg: Any, hf_config: Any) -> None:
         rooms = [gpu_room(torch.cuda.mem_get_info(index)[0], index)]
     else:
         rooms = host_memory_rooms()
-    line = check_model_states(states, rooms, ranks_here())
+    line = check_model_states(states, rooms, ranks_here(shards))
     if line is not None and (not distributed or torch.distributed.get_rank() == 0):
         print(f"[{kind.name}] warning: {line}", file=sys.stderr)
 
@@ -302,6 +313,7 @@ class TrainingRun:
                         lrs = trained_lr.lrs
                         lines.append(schedule_break_warning(where, step, lrs, cfg.optim, schedule))
                     lines.append(thread_change_warning(resume, cpu_threads, env.device))
+                    lines.append(rank_change_warning(resume, cfg, env.world_size))
                 else:
                     lines.append(own_config_note(run_dir, cfg, None) or None)
                 write_resolved_config(run_dir, cfg)

@@ -257,8 +257,9 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     total_steps = planned_steps(
         cfg, "data.global_batch_size", batch_size, len(train), "training rows"
     )
-    warn_of_model_states(SFT_RUN, cfg, hf_config)  # before the model is built
-    check_resume_target(SFT_RUN, cfg, hf_config)  # before the model is built
+    # before the model is built: the step to resume, then whether the model states can fit
+    resumed = check_resume_target(SFT_RUN, cfg, hf_config)
+    warn_of_model_states(SFT_RUN, cfg, hf_config, resumed, total_steps)
     strategy = make_strategy(cfg.strategy, env)
     model = strategy.wrap(build_model(cfg.model, hf_config, env.device, cfg.trainer.seed))
     optimizer = strategy.build_optimizer(model, cfg.optim)

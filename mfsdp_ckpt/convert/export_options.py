@@ -17,7 +17,8 @@ from mfsdp_ckpt.format.file_hash import ByteProgress
 
 def parse_size(text: str) -> int:
     """`5GB`, `500MB`, `2GiB`, `1000000` -> bytes (decimal units as in transformers)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
+    # `i` only after a prefix: `5iB` (a typo of 5GiB) matched, and crashed the lookup below
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*((?:[KMGT]i?)?B?)\s*", text, re.IGNORECASE)
     if not match:
         raise ExportUsageError(
             f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or a byte count"

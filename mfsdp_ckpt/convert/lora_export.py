@@ -18,6 +18,7 @@ in `peft_adapter`, and merged in `lora_merge`.
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from dataclasses import replace
@@ -99,6 +100,9 @@ def export_lora(
         assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
         base, moved = _base_where_it_is(base, hf_config)
     copied = top_level_names(assets) if not adapter_only else ()
+    # torch loaded before the writers start their clock, as the full export loads it while
+    # planning: `convert_seconds` is the tensors' own, and was seconds of its import
+    importlib.import_module("torch")
     with claim_output(out, overwrite, copied) as claim:
         tmp = claim.tmp
         if adapter_only:
@@ -123,7 +127,7 @@ def export_lora(
         if verify:  # bytes flipped after save match their own reads: hash them too
             result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
         publish_verified(claim, result)
-    return result.published(out, started)
+    return result.published(out, started).read_from(str(paths.dist_ckpt), paths)
 
 
 def _lora_manifest_of(ckpt: str | os.PathLike, paths: layout.CheckpointPaths) -> Manifest:

@@ -54,12 +54,12 @@ from mfsdp_ckpt.format.layout import (
     ForeignFormatError,
     IncompleteCheckpointError,
     is_megatron_step_name,
-    iter_step,
     looks_like_hf_model,
     noted,
     parse_step_dir_name,
     step_dir,
 )
+from mfsdp_ckpt.format.newer_steps import newer_than_tracked
 from mfsdp_ckpt.format.path_refusals import (
     check_is_dir,
     missing_dcp,
@@ -80,7 +80,6 @@ from mfsdp_ckpt.format.run_steps import (
     resume_step,
     step_dirs,
     steps_here,
-    unfinished_save,
     unfinished_saves,
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
@@ -147,7 +146,8 @@ def resolve_checkpoint(
     refuse_pieces_linked_out(given, paths)
     if role is not None and paths.role is None:
         raise CheckpointPathError(
-            f"--role {role}: {given} is a {paths.kind} checkpoint, which has no"
+            f"--role {role}: {given} is {'an' if paths.kind in (MFSDP, hf_trainer.KIND) else 'a'}"
+            f" {paths.kind} checkpoint, which has no"
             f" {'/ '.join(ROLES)}/ roles"
         )
     if resolved is not None:
@@ -376,7 +376,7 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
                 f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
-        newer = _newer_than_tracked(run, tracked, steps, tracker)
+        newer = newer_than_tracked(run, tracked, steps, tracker)
         return noted(paths, newer, _non_persistent_note(run, tracked, target.name), run_dir=run)
     if len(steps) > 1:
         _refuse_choosing(run, sorted(steps, key=natural_order))
@@ -489,32 +489,6 @@ def _refuse_unread_steps(run: Path, count: int, complete: list[str]) -> None:
             f"{run}: {count} step dirs and no {TRACKER_FILE}, none in a format mfsdp reads;"
             f" the newest: {refused}"
         )
-
-
-def _newer_than_tracked(
-    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
-) -> str | None:
-    """A step dir newer than the tracker's step: verl's async save never updates the
-    tracker, so its newest step is often not the one named. Both verl and Megatron-LM
-    resume from the tracker, and so does mfsdp; the note says what else is there."""
-    if tracked == MEGATRON_RELEASE_DIR:
-        return None
-    numbered = {n: parse_step_dir_name(n) or iter_step(n) for n in steps}
-    newer = sorted((s, n) for n, s in numbered.items() if s is not None and s > int(tracked))
-    if not newer:
-        return None
-    step, name = newer[-1]
-    unfinished = unfinished_save(steps[name])
-    if unfinished is not None:
-        return (
-            f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer and"
-            f" holds no {unfinished}: a save that did not finish; reading step {int(tracked)}"
-        )
-    return (
-        f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer"
-        f" (an async save does not update the tracker); reading step {int(tracked)}: give"
-        f" {run / name} to read the newer one"
-    )
 
 
 def _tracked_step_dir(

@@ -51,6 +51,9 @@ _PYTHON_TAG = YAML_TAG + "python/"
 _LEFT_OPEN = ("flow sequence", "flow mapping", "quoted scalar")
 _CONTEXT_WORDS = re.compile(r"^while \w+ (an? )?")
 _TAB = "a tab, where YAML takes spaces only (to indent, and after a key's colon)"
+# PyYAML's context for a stream of several documents, and what is said in its place
+_ONE_DOCUMENT = "expected a single document in the stream"
+_ONE_DOCUMENT_WORDS = "a second YAML document starts here; the file must hold one"
 
 
 class YAMLRefused(MfsdpFailedError):
@@ -248,6 +251,8 @@ def describe_yaml_error(err: yaml.YAMLError) -> str:
         if problem and context and context_mark and context_mark.line != problem_mark.line:
             block = _CONTEXT_WORDS.sub("", context)  # "while parsing a block mapping": its name
             what += f" (in the {block} starting at line {context_mark.line + 1})"
+            if context == _ONE_DOCUMENT:  # its words are no block's: "(in the expected a ..."
+                what = _ONE_DOCUMENT_WORDS
     if mark is None or not what:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         return f"({first})"

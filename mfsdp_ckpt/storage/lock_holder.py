@@ -22,8 +22,13 @@ MAX_PROC_LOCKS_BYTES = 4 << 20  # a line per lock held on the machine, ~60 bytes
 
 def lock_holder(out: str | os.PathLike) -> int | None:
     """The pid of the process holding `out`'s lock, 0 when one holds it whose pid this
-    process cannot see (another pid namespace), None when none is known to."""
-    return file_lock_holder(lock_path_for(Path(os.path.abspath(out))))
+    process cannot see (another pid namespace), None when none is known to. The root
+    (`/`, `/tmp/..`) has none: nothing is beside it to hold a lock, and no command writes it
+    (asking raised ValueError, a traceback for `mfsdp ckpt validate /`)."""
+    absolute = Path(os.path.abspath(out))
+    if not absolute.name:
+        return None
+    return file_lock_holder(lock_path_for(absolute))
 
 
 def file_lock_holder(lock_file: str | os.PathLike) -> int | None:

@@ -67,7 +67,7 @@ def resolve_inside(
     try:
         real = os.path.realpath(path, strict=True)
     except FileNotFoundError:
-        raise CheckpointFileError(f"{path}: file is missing") from None
+        raise CheckpointFileError(f"{path}: {_missing_or_kind(path)}") from None
     except OSError as err:  # ELOOP, ENAMETOOLONG, EACCES: say which, in one line
         reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
         raise CheckpointFileError(f"{path}: cannot resolve ({reason})") from None
@@ -79,6 +79,18 @@ def resolve_inside(
             if not hf_cache.is_blob(real):
                 raise CheckpointFileError(_out_of_model_dir(path, within, _link_text(path, real)))
     return real
+
+
+def _missing_or_kind(path: str | os.PathLike) -> str:
+    """Why `path`, whose real path cannot be found, is not read: missing, or, where it
+    opens all the same, what it is. A pipe given as a file (`/dev/stdin` under `cat x |`,
+    `<(cat x)`'s `/dev/fd/63`) is a link of /proc's to `pipe:[N]`, no name at all, and was
+    said to be "file is missing"."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "file is missing"
+    return "file is missing" if stat.S_ISREG(mode) else f"{kind_name(mode)}, not a regular file"
 
 
 def _refuse_leading_out(path: str | os.PathLike, root: str | os.PathLike, within: str) -> None:

@@ -79,7 +79,10 @@ class TensorstoreByteStore:
     def __init__(self, url: str, asked_by: str = "tensorstore I/O"):
         """`asked_by`: the setting or location that chose tensorstore, named if it is missing."""
         ts = _import_tensorstore(asked_by)
-        self.root = url.rstrip("/") + "/"
+        # one slash ends the root; `file:///` (the root directory) keeps its three, which
+        # stripped to `file:/` was tensorstore's parser's error, not "not a checkpoint"
+        stripped = url.rstrip("/")
+        self.root = f"{stripped}///" if stripped.endswith(":") else f"{stripped}/"
         self._native_log: list[str] = []  # what tensorstore logged looking credentials up
         self._looked_up = False  # its first request made: credentials found or not
         try:

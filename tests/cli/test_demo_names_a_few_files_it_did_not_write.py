@@ -8,8 +8,8 @@ from cli import demo_record
 
 def test_many_files_the_demo_did_not_write_are_three_named_then_counted(tmp_path):
     out = tmp_path / "demo"
-    out.mkdir()
-    (out / "its_own.txt").write_text("written by the demo")
+    (out / "gsm8k_format").mkdir(parents=True)
+    (out / "gsm8k_format" / "train.jsonl").write_text("written by the demo")
     demo_record.start(out)
     demo_record.record(out)
     for index in range(5):

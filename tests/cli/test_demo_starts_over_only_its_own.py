@@ -37,7 +37,14 @@ def previous(made, tmp_path) -> Path:
 
 
 def _demo(*args: str) -> tuple[int, str]:
-    done = CliRunner().invoke(app, ["demo", "--steps", "1", "--nproc", "1", *args])
+    """`mfsdp demo ARGS`, at 1 step on 1 process where ARGS give neither (an option once)."""
+    defaults = [
+        item
+        for pair in (("--steps", "1"), ("--nproc", "1"))
+        if pair[0] not in args
+        for item in pair
+    ]
+    done = CliRunner().invoke(app, ["demo", *defaults, *args])
     return done.exit_code, done.stderr
 
 

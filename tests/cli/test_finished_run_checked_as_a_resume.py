@@ -23,6 +23,9 @@ ROWS, BATCH = 16, 8  # one epoch of 2 steps
 
 
 def _train(data: Path, run: Path, *overrides: str):
+    # the epoch decides the steps unless `overrides` set them (a key is given once)
+    steps = "trainer.total_steps"
+    unset = [] if any(o.startswith(f"{steps}=") for o in overrides) else [f"{steps}=null"]
     return mfsdp(
         "train",
         "sft",
@@ -32,7 +35,7 @@ def _train(data: Path, run: Path, *overrides: str):
         f"data.train_files={data}",
         "data.val_ratio=0",
         f"data.global_batch_size={BATCH}",
-        "trainer.total_steps=null",
+        *unset,
         "trainer.epochs=1",
         "checkpoint.save_every=1",
         f"trainer.run_dir={run}",

@@ -29,7 +29,8 @@ def test_the_root_directory_as_run_dir_is_refused(cls, run_dir, tmp_path, monkey
     os.symlink("/", tmp_path / "link-to-root")
     with pytest.raises(ConfigError) as caught:
         load_checked_config(cls, None, [f"trainer.run_dir={run_dir}"])
-    assert str(caught.value).startswith(f"trainer.run_dir: {run_dir}")
+    named = os.path.normpath(run_dir) if ".." in run_dir else run_dir  # `..` taken away
+    assert str(caught.value).startswith(f"trainer.run_dir: {named}")
     assert "the file system's root" in str(caught.value)
 
 
@@ -65,7 +66,8 @@ def test_train_into_the_root_is_one_line_exit_2_and_json_under_json(command, tmp
         args = ["train", command, "--config", config, f"data.train_files={data}"]
         done = mfsdp(*args, f"trainer.run_dir={run_dir}", "--json")
         assert done.returncode == 2, done.stderr
-        line = one_error(done.stderr, f"trainer.run_dir: {run_dir}", "the file system's root")
+        # `/tmp/..` is named without its `..`, as the run reads it
+        line = one_error(done.stderr, "trainer.run_dir: / ", "the file system's root")
         assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 2}
 
 

@@ -1,5 +1,5 @@
-"""Override lists a test builds from a shared one: a key given twice is refused (one setting,
-two values), so a test that needs another value of a shared setting replaces it."""
+"""Override lists a test builds from a shared one: a test that needs another value of a shared
+setting replaces its override, so the list a run records shows each key once."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from transformers import LlamaConfig
 
+from mfsdp_ckpt.errors import MfsdpUsageError
 from tests.support.cli_errors import one_error
 from tests.support.paths import REPO
 from trainer.memory_estimate import (
@@ -22,6 +23,7 @@ from trainer.memory_estimate import (
     ModelStates,
     check_model_states,
     model_states,
+    ranks_here,
     states_advice,
 )
 from trainer.model import count_parameters
@@ -40,18 +42,23 @@ SHAPE = dict(
 # bytes, then the runner's check before the model is built; its rooms printed on stdout
 UNDER_A_LIMIT = """
 import json, resource, sys
+from pathlib import Path
 from transformers import LlamaConfig
+from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import SFTConfig
 from trainer.memory_estimate import host_memory_rooms
 from trainer.runner import warn_of_model_states
 from trainer.sft import SFT_RUN
 room, lora, shape = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+at, total = int(sys.argv[4]), int(sys.argv[5])  # the step resumed (-1: none), the run's steps
+step = Path(f"run/global_step_{at}")
+resumed = None if at < 0 else CheckpointPaths(step / "dist_ckpt", step_dir=step)
 status = open("/proc/self/status").read().splitlines()
 mapped = next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmSize:"))
 resource.setrlimit(resource.RLIMIT_AS, (mapped + room, resource.RLIM_INFINITY))
 cfg = SFTConfig()
 cfg.trainer.device, cfg.model.lora_rank = "cpu", lora
-warn_of_model_states(SFT_RUN, cfg, LlamaConfig(**shape))
+warn_of_model_states(SFT_RUN, cfg, LlamaConfig(**shape), resumed, total)
 print(json.dumps([[r.size, r.said, r.shared] for r in host_memory_rooms()]))
 """
 
@@ -61,9 +68,12 @@ def _params() -> int:
     return counts["matmul"] + counts["embedding"]
 
 
-def _under_a_limit(room: int, lora: int = 0) -> tuple[str, list]:
+def _under_a_limit(
+    room: int, lora: int = 0, resumed_at: int = -1, total: int = 10
+) -> tuple[str, list]:
     done = subprocess.run(
-        [sys.executable, "-c", UNDER_A_LIMIT, str(room), str(lora), json.dumps(SHAPE)],
+        [sys.executable, "-c", UNDER_A_LIMIT, str(room), str(lora), json.dumps(SHAPE)]
+        + [str(resumed_at), str(total)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -96,6 +106,34 @@ def test_model_states_past_ulimit_v_are_said_before_the_model_is_built():
         " likely fail out of memory; use a smaller model, LoRA (model.lora_rank) or more ranks"
         " (--nproc-per-node, --nnodes) to shard them over"
     )
+
+
+@pytest.mark.parametrize(("resumed_at", "warned"), [(9, True), (10, False)])
+def test_a_run_resumed_with_nothing_left_to_train_is_not_warned(resumed_at, warned):
+    """A rerun of a finished run (for its --json values) was told it would likely fail out
+    of memory, then that nothing was left to train."""
+    stderr, _ = _under_a_limit(100 << 20, resumed_at=resumed_at, total=10)
+    assert ("[sft] warning: model states need" in stderr) == warned, stderr
+
+
+@pytest.mark.parametrize(
+    ("world_size", "local", "ranks"),
+    [(1, "100000", 1), (1, "x", 1), (4, None, 1), (4, "2", 2), (4, "100000", 4)],
+)
+def test_ranks_here_are_the_launchers_within_the_run(monkeypatch, world_size, local, ranks):
+    """LOCAL_WORLD_SIZE counts only the ranks of a run that has them: a process training
+    alone under a stale `export LOCAL_WORLD_SIZE=100000` was warned for 100000 ranks."""
+    if local is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+    assert ranks_here(world_size) == ranks
+
+
+def test_a_malformed_local_world_size_of_a_launched_run_is_named(monkeypatch):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "two")
+    with pytest.raises(MfsdpUsageError, match="LOCAL_WORLD_SIZE='two'"):
+        ranks_here(2)
 
 
 def test_states_that_fit_are_not_said():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -47,8 +48,26 @@ def test_counts_without_a_scale_name_their_unit(monkeypatch):
         update(120, 297)
     line = log_file.getvalue()
     assert re.fullmatch(
-        r"validate: 120 tensors of 297 tensors \(40%\), [\d.]+ tensors/s, \d+s left\n", line
+        r"validate: 120 tensors of 297 tensors \(40%\), [\d.,]+ tensors/s, \d+s left\n", line
     )
+
+
+@pytest.mark.parametrize(
+    ("done", "line"),
+    [
+        (15_450, "15,450 tensors of 62,563 tensors (24%), 258 tensors/s, 3m02s left"),
+        (30, "30 tensors of 62,563 tensors (0%), 0.5 tensors/s, 34h44m left"),
+    ],
+)
+def test_counts_are_whole_numbers_never_scientific(monkeypatch, done, line):
+    """A many-expert validate --deep said `1.545e+04 tensors of 6.256e+04 tensors`."""
+    log_file = _log_file(monkeypatch)
+    clock = iter([0.0, 60.0])
+    monkeypatch.setattr("trainer.progress.time", SimpleNamespace(monotonic=lambda: next(clock)))
+    with CallbackBar(True, "tensor", "validate", plain_every=30) as update:
+        update(0, 62_563)
+        update(done, 62_563)
+    assert log_file.getvalue() == f"validate: {line}\n"
 
 
 def test_a_command_shorter_than_the_interval_prints_nothing(monkeypatch):

@@ -18,6 +18,7 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
@@ -201,7 +202,8 @@ def data_files_in(path: Path, levels: int) -> list[Path]:
     """Table files in `path` and `levels - 1` levels below, looking at no more than
     MAX_ENTRIES_LISTED entries in all (a hint must not walk a huge tree: `--input /`).
     Hidden names are passed over: a table's temp file while `mfsdp data` writes it, or
-    macOS's `._train.parquet`, is no file to give."""
+    macOS's `._train.parquet`, is no file to give; so is a training run's metrics.jsonl
+    (`_run_log`), which `--input RUN` was offered as data."""
     found: list[Path] = []
     pending, seen = [(path, levels)], 0
     while pending:
@@ -212,7 +214,7 @@ def data_files_in(path: Path, levels: int) -> list[Path]:
                     seen += 1
                     if seen > MAX_ENTRIES_LISTED:
                         return found
-                    if entry.name.startswith("."):
+                    if entry.name.startswith(".") or _run_log(directory, entry.name):
                         continue
                     if entry.is_dir(follow_symlinks=False) and left > 1:
                         pending.append((Path(entry.path), left - 1))
@@ -221,6 +223,15 @@ def data_files_in(path: Path, levels: int) -> list[Path]:
         except OSError:
             continue
     return found
+
+
+def _run_log(directory: Path, name: str) -> bool:
+    """Whether `name` in `directory` is a training run's metrics log: its metrics.jsonl
+    beside the config.yaml or tracker the run writes there."""
+    return name == layout.RUN_METRICS_FILE and any(
+        os.path.isfile(directory / run_file)
+        for run_file in (layout.RUN_CONFIG_FILE, layout.TRACKER_FILE)
+    )
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -22,6 +21,7 @@ from trainer.data.chat import (
 )
 from trainer.data.files import RowOrigins, read_rows_with_origins
 from trainer.data.verl_turns import MASKED, UNTRAINED
+from trainer.env_ints import process_rank
 from trainer.progress import item_bar
 
 log = logging.getLogger("mfsdp.data")
@@ -108,7 +108,7 @@ def _say_unlike_verl(unlike: list[tuple[str, str]], rows: int) -> None:
 
 def _main_rank() -> bool:
     """Whether this process is the launch's first rank (torchrun's RANK), or not launched."""
-    return os.environ.get("RANK", "0") == "0"
+    return process_rank() == 0
 
 
 def _rows(count: int, which: str = "") -> str:

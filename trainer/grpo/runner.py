@@ -123,7 +123,8 @@ class GRPOSteps(StepHooks):
         # validated before it is saved, the last step too: a final validation that failed
         # after the save left a finished run, whose rerun had nothing left to do and exited
         # 0 without ever validating; now the rerun trains that step again and validates it
-        if self.val and (run.is_due(cfg.trainer.eval_every, done) or done == run.stop):
+        last = done == run.stop and cfg.trainer.val_after_last_step
+        if self.val and (run.is_due(cfg.trainer.eval_every, done) or last):
             record.update(self._validate_step(done))
             self.result.val_accuracy[done] = record["val/accuracy"]
         if run.is_due(cfg.checkpoint.save_every, done) or done == run.stop:
@@ -556,8 +557,10 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     total_steps = planned_steps(
         cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
     )
-    warn_of_model_states(GRPO_RUN, cfg, hf_config)  # before the model is built
-    check_resume_target(GRPO_RUN, cfg, hf_config)  # before the models, the engine and its files
+    # before the models, the engine and its files: the step to resume, then whether the
+    # model states can fit
+    resumed = check_resume_target(GRPO_RUN, cfg, hf_config)
+    warn_of_model_states(GRPO_RUN, cfg, hf_config, resumed, total_steps)
     scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s, cfg.reward.kwargs)
     # hashed while the models build; LoRA: the reference is the actor with its adapter off
     # (GRPOSteps.reference_log_probs)

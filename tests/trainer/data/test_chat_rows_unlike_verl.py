@@ -164,6 +164,7 @@ def test_the_note_of_other_masks_counts_them(tmp_path, qwen25, caplog):
 
 def test_notes_are_the_first_ranks_only(tmp_path, qwen3, caplog, monkeypatch):
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a rank of a group: RANK alone trains alone
     with caplog.at_level(logging.WARNING, logger="mfsdp.data"):
         _load(tmp_path, qwen3, [[U, A], [U, A, THANKS]])
     assert not [r for r in caplog.records if "note" in r.getMessage()]

@@ -1,0 +1,50 @@
+"""A resume on another number of ranks, said where the loss weighs each micro-batch alone.
+
+Each rank takes every world-size-th row of a global batch (`batching.rank_share`) and forms
+its micro-batches from its own rows, so which rows share a micro-batch follows the number of
+ranks. Under `loss_normalization: micro_batch` (SFT's `data.`, GRPO's `actor.`, verl's
+legacy trainers) each micro-batch is its own token mean, so that grouping sets how much each
+token weighs: the same step trains another loss on another world size (`global` trains the
+same on any). The rows per step stay the same; the run's config does not record the rank
+count, each step's manifest does (`world_size`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mfsdp_ckpt.format.layout import CheckpointPaths
+from trainer.resume import manifest_of
+
+_MICRO_BATCH = "micro_batch"
+
+
+def _normalization(cfg: Any) -> tuple[str, str] | None:
+    """The run's loss normalization key and value: SFT's `data.loss_normalization`, GRPO's
+    `actor.loss_normalization`; None for a config of neither."""
+    for section in ("data", "actor"):
+        value = getattr(getattr(cfg, section, None), "loss_normalization", None)
+        if value is not None:
+            return f"{section}.loss_normalization", value
+    return None
+
+
+def rank_change_warning(found: CheckpointPaths, cfg: Any, world_size: int) -> str | None:
+    """One line when a run weighing micro-batches alone resumes the checkpoint `found` on
+    another number of ranks (`world_size`) than its manifest records; None where the counts
+    agree, the loss is `global`, or the step records none."""
+    normalization = _normalization(cfg)
+    if normalization is None or normalization[1] != _MICRO_BATCH:
+        return None
+    manifest = manifest_of(found)
+    if manifest is None or manifest.world_size == world_size:
+        return None
+    key, _ = normalization
+    return (
+        f"warning: {found.manifest}: step {manifest.step} was trained on {manifest.world_size}"
+        f" rank(s), this run has {world_size}: with {key}={_MICRO_BATCH} each rank's rows form"
+        " other micro-batches, each its own token mean, so the resumed steps weigh tokens"
+        " otherwise than an uninterrupted run would (the same rows per step);"
+        f" resumed on {manifest.world_size} rank(s) (--nproc-per-node x --nnodes), they train"
+        " as before"
+    )
