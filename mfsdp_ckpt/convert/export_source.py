@@ -349,8 +349,6 @@ def _local_candidates(
     config.json given alone), the dir they are in, and the files it leaves out."""
     if base.is_file():  # a config.json given alone, whatever its name
         return [(HF_CONFIG_FILE, base)], base.parent, []
-    if not whole and not (base / HF_CONFIG_FILE).is_file():  # no model dir: nothing to walk
-        return [], base, []  # (`--hf-config /` walked the disk, "more than 100000 entries")
     picked, left_out = _model_files(file_walk.list_files(base, True, skip), whole)
     return [(name, base / name) for name in picked], base, left_out
 

@@ -212,6 +212,7 @@ def test_only_the_main_rank_on_a_terminal_keeps_the_library_bars(monkeypatch, ra
     from cli.launch import _quiet_library_bars
 
     monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a rank of a launched group
     monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal, as a user's shell
     _quiet_library_bars(SimpleNamespace(trainer=SimpleNamespace(progress_bar=True)))

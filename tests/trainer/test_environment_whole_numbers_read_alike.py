@@ -46,6 +46,8 @@ def test_the_train_command_says_it_in_one_line(tmp_path, monkeypatch, capsys, na
     rows = [{"prompt": f"{i} + 1 =", "response": f"{i + 1}"} for i in range(8)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv(name, value)
+    if name == "RANK":  # RANK is read where the run joins a group: beside WORLD_SIZE
+        monkeypatch.setenv("WORLD_SIZE", "1")
     argv = ["mfsdp", "train", "sft", "model.shape=tiny", "data.train_files=train.jsonl"]
     monkeypatch.setattr(sys, "argv", [*argv, "trainer.run_dir=run", "trainer.device=cpu"])
     with pytest.raises(SystemExit) as done:
