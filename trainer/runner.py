@@ -132,6 +132,15 @@ def warn_of_model_states(
         print(f"[{kind.name}] warning: {line}", file=sys.stderr)
 
 
+def compile_line(model_cfg: Any, device: torch.device) -> str | None:
+    """What `model.compile=true` costs, said before the first step: the first steps compile
+    each decoder layer, and on CPU that was minutes without a line, which read as a hang."""
+    if not model_cfg.compile:
+        return None
+    cost = "minutes on CPU" if device.type == "cpu" else "a while"
+    return f"model.compile=true: compiling each decoder layer, the first steps take {cost}"
+
+
 def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
     """`trainer.total_steps`, else `trainer.epochs` full batches per epoch; with
     `trainer.steps_within_epochs`, whichever of the two is fewer (verl's rule: a converted
@@ -367,8 +376,11 @@ class TrainingRun:
         if self.resume is not None and self.start >= self.stop:
             left = nothing_left_line(self.resume.root, self.start, self.cfg, self.total_steps)
             line = f"[{self.name}] {what}; {left}"
-        read_from = weights_lines(self.cfg.model) if self.resume is None else []
-        for each in (line, *(f"[{self.name}] {said}" for said in read_from)):
+        said = [*weights_lines(self.cfg.model)] if self.resume is None else []
+        compiling = compile_line(self.cfg.model, self.env.device)
+        if compiling is not None and self.start < self.stop:
+            said.append(compiling)
+        for each in (line, *(f"[{self.name}] {one}" for one in said)):
             print(printable(each), file=sys.stderr)  # the run dir's name may hold escapes
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
