@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # vLLM is imported where it is used
 
 
 def vllm_available() -> bool:
+    vllm_info_only_when_verbose()  # importing vLLM logs too
     try:
         import vllm  # noqa: F401
     except Exception:  # a broken install (e.g. mismatched torchvision) counts as absent
@@ -63,6 +64,16 @@ def vllm_logs_to_stderr() -> None:
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 
+def vllm_info_only_when_verbose() -> None:
+    """vLLM's INFO lines only where mfsdp's own show (`mfsdp -v`), its warnings always, unless
+    the user chose a level (VLLM_LOGGING_LEVEL). A short CPU run printed some 30 of them
+    (platform, thread and kernel notes, "reset prefix cache" after every weight push) around
+    a handful of its own lines. Set before vLLM is imported and before its engine applies its
+    logging config: each reads the level then."""
+    if logging.getLogger("trainer").getEffectiveLevel() > logging.INFO:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
 class VLLMRolloutEngine(RolloutEngine):
     def __init__(
         self,
@@ -82,6 +93,7 @@ class VLLMRolloutEngine(RolloutEngine):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gib))
         vllm_logs_to_stderr()
+        vllm_info_only_when_verbose()
         from vllm import LLM
 
         self.llm: LLM | None = LLM(
