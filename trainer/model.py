@@ -55,13 +55,12 @@ from trainer.model_source import (
     recorded_vocab_rows,
     resolve_model_source,
 )
+from trainer.model_weights import check_weight_files
 from trainer.rope_check import refuse_invalid_rope, rope_verdicts_held
 from trainer.shapes import SHAPES
 
 if TYPE_CHECKING:  # transformers is imported where it is used: loading it takes seconds
     from transformers import PreTrainedTokenizerBase
-
-    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 
 log = logging.getLogger("mfsdp.model")
 
@@ -306,37 +305,6 @@ def _for_model(model_type: str, fields: dict[str, Any], overrides: dict[str, Any
         return built_over(build, fields, overrides)
 
 
-def _check_weight_files(assets: Path, config: Any) -> SafetensorsSource:
-    """A cut-short or damaged download is named before transformers reads it (its
-    SafetensorError was a traceback in every rank): every safetensors header is checked
-    against its file, as import-hf checks them, without reading a weight, and the shapes
-    and names against those `config` implies (a config.json claiming another vocab_size or
-    hidden_size was transformers' size-mismatch traceback in every rank; a missing weight
-    would start from random values). Weights only as pickles (`*.bin`) are refused, naming
-    them: they are never unpickled. The files may lead anywhere: the model dir is the
-    user's own, not a checkpoint handed over. Returns the files, read as headers only."""
-    from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
-    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
-    from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
-
-    try:
-        source = SafetensorsSource(assets, links_anywhere=True)
-    except SafetensorsError as err:
-        raise ModelFilesError(str(err)) from None
-    settings = config.to_dict()
-    table = hf_state_dict_shapes(settings)
-    if table is None:  # a family name_maps has no table for: transformers checks
-        return source
-    expected = weights_from_table(
-        config.model_type, table, bool(settings.get("tie_word_embeddings", False))
-    )
-    shapes = {name: entry.shape for name, entry in source.tensors.items()}
-    problem = weights_disagreement(assets, shapes, expected, unknown=False)
-    if problem:
-        raise ModelFilesError(problem)
-    return source
-
-
 def check_attention_backend(cfg: ModelConfig, device: torch.device) -> None:
     """ConfigError for an attention that cannot train on `device`, before anything is built:
     FlexAttention has no backward pass on CPU, and a run reached it at its first step as a
@@ -364,7 +332,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
         assert source.assets is not None  # a source without a checkpoint is a model dir
-        files = _check_weight_files(source.assets, config)
+        files = check_weight_files(source.assets, config, overridden=bool(cfg.overrides))
         generation_config_bytes(source.assets, source)  # from_pretrained reads it too
         # ignore below: transformers types PreTrainedModel.to (`@wraps(Module.to)`) as
         # wanting the model as its first argument

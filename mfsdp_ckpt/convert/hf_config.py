@@ -381,8 +381,8 @@ def weights_disagreement(
 ) -> str | None:
     """How stored weights (`shapes`, by name) disagree with what config.json implies, as one
     line starting with `where`, or None: a tensor config.json has no place for (`unknown`:
-    transformers' loader would drop it, so training leaves this to it), a shape config.json
-    does not give it, a parameter no file holds (transformers would initialise it at
+    transformers' loader would drop it; training names it itself, trainer/model_weights.py),
+    a shape config.json does not give it, a parameter no file holds (transformers would initialise it at
     random). A stranger's name is the file's own, quoted: an empty or blank one shows."""
     strangers = sorted(name for name in shapes if name not in expected.allowed)
     if unknown and strangers:

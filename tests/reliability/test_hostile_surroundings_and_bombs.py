@@ -31,7 +31,7 @@ whose config.json disagrees with the weights, and data --out over its own inputs
   or hidden_size the weights do not have was transformers' size-mismatch traceback in the
   rank (85 lines), and a weight missing from model.safetensors trained from random values
   (exit 0, transformers' load report the only sign). Both are now refused naming the dir
-  and the tensor (exit 1), as import-hf refuses them, through the same check;
+  and the tensor (exit 2), as import-hf refuses them, through the same check;
 * stdout that cannot be written (redirected onto a full disk; /dev/full): `--json` failures
   were a traceback (the error's JSON object failed to print too), `--help` and `--version`
   a traceback, every other command `error: [Errno 28] No space left on device`, naming no
@@ -382,7 +382,7 @@ def test_training_refuses_weights_config_json_disagrees_with(tmp_path, trainable
     damage, words = DISAGREEING[case]
     damage(model)
     code, err = train_from(model, table, tmp_path / "run")
-    assert code == 1, err
+    assert code == 2, err
     # A config.json of 10**9 rows says its model cannot fit, before the weights refute it
     warned, rest = _memory_warnings(err)
     assert len(warned) == (case != "weight-missing"), err

@@ -1,0 +1,133 @@
+"""A model dir's weight files checked against the model its config builds, before any loads.
+
+transformers' `from_pretrained` drops a stored tensor the model has no place for and
+initialises at random a parameter no file holds, and says so only in its load report (a
+table over many lines, with terminal escapes). Weights of 4 layers under a config.json of 2
+layers trained a 2-layer model and exited 0, where import-hf, export-hf and validate refuse
+the same files. Here each safetensors header is checked against its file (as import-hf
+checks them, without reading a weight), then every stored name and shape against those the
+config implies: a tensor it has no place for, a shape it does not give, a parameter no file
+holds are each refused in one line, exit 2 (the model dir given does not hold the model its
+config describes; a damaged file stays exit 1, `ModelFilesError`). Tensors that config.json's
+own model has a place for, but that the run's `model.overrides` take away (a base of 2 layers
+trained under `num_hidden_layers: 1`), are the user's choice: one note names them. Weights only as pickles
+(`*.bin`) are refused by the reader, naming them: they are never unpickled.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mfsdp_ckpt.errors import MfsdpUsageError
+
+if TYPE_CHECKING:
+    from mfsdp_ckpt.convert.hf_config import ExpectedWeights
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
+
+log = logging.getLogger("mfsdp.model")
+
+_LAYER = re.compile(r"model\.layers\.(\d+)\.")
+# A buffer older saves hold (Llama's per-layer RoPE frequencies), computed from the config:
+# transformers skips it as it loads, and so does this check.
+_DERIVED = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
+
+
+class ModelWeightsError(MfsdpUsageError, ValueError):
+    """The model dir's weights do not fit its config.json (exit 2). Every rank reads the same
+    files and meets it alike: rank 0 says it, once."""
+
+    every_rank = True
+
+
+def check_weight_files(assets: Path, config: Any, overridden: bool) -> SafetensorsSource:
+    """The model dir's weight files, read as headers only, once each fits `config` (the
+    transformers config the run builds from `assets`' config.json, with model.overrides when
+    `overridden`). The files may lead anywhere: the model dir is the user's own, not a
+    checkpoint handed over. ModelFilesError for a damaged file, ModelWeightsError for
+    weights of another model."""
+    from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
+    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
+    from trainer.model import ModelFilesError
+
+    try:
+        source = SafetensorsSource(assets, links_anywhere=True)
+    except SafetensorsError as err:
+        raise ModelFilesError(str(err)) from None
+    settings = config.to_dict()
+    table = hf_state_dict_shapes(settings)
+    if table is None:  # a family name_maps has no table for: transformers checks
+        return source
+    expected = weights_from_table(
+        config.model_type, table, bool(settings.get("tie_word_embeddings", False))
+    )
+    described = "config.json with model.overrides" if overridden else "config.json"
+    _refuse_strangers(source, expected, config, described, assets if overridden else None)
+    shapes = {name: entry.shape for name, entry in source.tensors.items()}
+    problem = weights_disagreement(assets, shapes, expected, unknown=False)
+    if problem:
+        raise ModelWeightsError(problem)
+    return source
+
+
+def _refuse_strangers(
+    source: SafetensorsSource,
+    expected: ExpectedWeights,
+    config: Any,
+    described: str,
+    overridden_dir: Path | None,
+) -> None:
+    """ModelWeightsError naming the file of the first stored tensor (by name) the model has
+    no place for, and how many there are; for layers past num_hidden_layers, which layers
+    the weights hold. With `overridden_dir` (the model dir, when model.overrides shape the
+    run's model), tensors its config.json's own model holds are left out with a note."""
+    strangers = sorted(
+        name
+        for name in source.tensors
+        if name not in expected.allowed and not _DERIVED.search(name)
+    )
+    if strangers and overridden_dir is not None:
+        own = _config_json_weights(overridden_dir)
+        if own is not None and all(name in own.allowed for name in strangers):
+            log.warning(
+                "note: %d tensor(s) of %s (e.g. %r) are left out: model.overrides build a"
+                " model without them",
+                len(strangers),
+                source.root,
+                strangers[0],
+            )
+            return
+    if not strangers:
+        return
+    first = strangers[0]
+    layers = [int(found[1]) for name in source.tensors if (found := _LAYER.match(name))]
+    beyond = ""
+    if layers and max(layers) >= config.num_hidden_layers:
+        beyond = (
+            f"; it says num_hidden_layers={config.num_hidden_layers}, the weights hold layers"
+            f" {min(layers)}-{max(layers)}"
+        )
+    raise ModelWeightsError(
+        f"{source.root / source.tensors[first].file}: {len(strangers)} tensor(s) the"
+        f" {expected.model_type} model of {described} has no place for, e.g. {first!r}"
+        f"{beyond}; transformers would drop them and train a model other than the weights"
+        " hold"
+    )
+
+
+def _config_json_weights(assets: Path) -> ExpectedWeights | None:
+    """The weights the model of `assets`' config.json alone (no model.overrides) holds; None
+    for a family name_maps has no table for."""
+    from mfsdp_ckpt.convert.hf_config import read_config_json, weights_from_table
+    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
+
+    _, fields = read_config_json(assets)
+    table = hf_state_dict_shapes(fields)
+    if table is None:
+        return None
+    return weights_from_table(
+        fields["model_type"], table, bool(fields.get("tie_word_embeddings", False))
+    )
