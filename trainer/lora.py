@@ -54,7 +54,12 @@ from trainer.lora_adapter_dir import (
     same_setting,
     set_by_adapter,
 )
-from trainer.lora_targets import named_exclusions, named_targets, refuse_untrainable_targets
+from trainer.lora_targets import (
+    named_exclusions,
+    named_targets,
+    refuse_rank_past_weights,
+    refuse_untrainable_targets,
+)
 from trainer.resume import ResumeMismatchError
 from trainer.weights_record import (
     WeightsRecord,
@@ -135,6 +140,8 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         }
     )
     refuse_untrainable_targets(config, model, targets_key)
+    rank_key = "model.lora_rank" if adapter is None else f"{KEY}: {adapter.config_file}: r"
+    refuse_rank_past_weights(config, model, rank_key)
     try:
         inject_adapter_in_model(config, model)
     except ValueError as err:  # PEFT's own checks; its messages span lines

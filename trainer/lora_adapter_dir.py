@@ -161,7 +161,29 @@ def read_adapter_dir(path: Path) -> AdapterDir:
         weights = SafetensorsSource(path, only=ADAPTER_WEIGHTS_FILE)
     except SafetensorsError as err:
         raise ConfigError(f"{KEY}: {err}") from None
+    _refuse_another_rank(settings["r"], weights, config_file, weights_file)
     return AdapterDir(path, settings, weights)
+
+
+def _refuse_another_rank(
+    rank: int, weights: SafetensorsSource, config_file: Path, weights_file: Path
+) -> None:
+    """ConfigError naming the first adapter tensor whose rank (lora_A's first dimension,
+    lora_B's second) is not adapter_config.json's `r`, read from the header alone: PEFT
+    builds every adapter matrix from `r` before a tensor is compared, so a mistaken r of
+    2**40 was "out of memory" for 562 TB, and one of a few million first took GBs."""
+    for name, entry in sorted(weights.tensors.items()):
+        param = _parameter_of(name)
+        key = parse_adapter_key(param) if param is not None else None
+        if key is None or len(entry.shape) != 2:  # named when compared with the model
+            continue
+        carried = entry.shape[0 if key.which == "A" else 1]
+        if carried != rank:
+            raise ConfigError(
+                f"{KEY}: {weights_file} [{name}]: shape {list(entry.shape)} carries rank"
+                f" {carried}, but {config_file} says r={rank}; set r to the rank the adapter"
+                " was trained with"
+            )
 
 
 def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:

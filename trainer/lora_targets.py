@@ -164,6 +164,21 @@ def _why_untrainable(
     return None
 
 
+def refuse_rank_past_weights(config: Any, model: torch.nn.Module, key: str) -> None:
+    """ConfigError naming `key` (what sets the rank) when the rank exceeds both sizes of a
+    weight it adapts: such an adapter is no low-rank one, and PEFT allocates its r x in and
+    out x r matrices before anything else (`model.lora_rank=2**40` was "out of memory" for
+    562 TB, with advice to lower the batch)."""
+    modules = dict(model.named_modules())
+    for name in targeted_modules(config, model):
+        out_size, in_size = modules[name].weight.shape[:2]
+        if config.r > max(out_size, in_size):
+            raise ConfigError(
+                f"{key}={config.r} exceeds the {out_size} x {in_size} weight of {name} it"
+                f" adapts (a LoRA rank is at most {max(out_size, in_size)} there)"
+            )
+
+
 def targeted_modules(config: Any, model: torch.nn.Module) -> list[str]:
     """The names of the modules PEFT adapts for `config`, matched by PEFT's own rule
     (`check_target_module_exists`: exclusions, layers_to_transform); `all-linear` stands for
