@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.format.dir_entries import is_file
 from mfsdp_ckpt.format.finding_runs import checkpoint_containing
@@ -41,6 +42,7 @@ from mfsdp_ckpt.format.layout import (
     TRACKER_FILE,
     CheckpointPathError,
     CheckpointPaths,
+    ForeignFormatError,
     looks_like_hf_model,
 )
 from mfsdp_ckpt.format.path_refusals import refuse_url
@@ -156,6 +158,9 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     except CheckpointPathError as err:
         if os.path.lexists(config_file):  # before a hint to train from it or to import it
             _refuse_unreadable_config(path)
+        if isinstance(err, ForeignFormatError) and not has_config:
+            raise ConfigError(f"model.path: {err}") from None
+        _refuse_trainer_output_dir(cfg.path, path)
         if has_config:
             _refuse_checkpoint_assets_dir(path)
             raise ConfigError(_no_weights_message(cfg.path, path)) from None
@@ -352,6 +357,25 @@ def _refuse_lora_checkpoint(given: str, checkpoint: CheckpointPaths) -> None:
         f" model.path={base} model.lora_adapter_path=DIR; to train from the merged model,"
         f" `mfsdp ckpt export-hf {given} --out DIR`, then model.path=DIR"
     )
+
+
+def _refuse_trainer_output_dir(given: str, path: Path) -> None:
+    """The HF Trainer's output dir whose newest checkpoint-N is a Hugging Face model dir
+    (saved without FSDP) is told to give that dir: it was called "neither a Hugging Face
+    model dir nor a checkpoint (...: a Hugging Face model dir ...)", and sent to import-hf."""
+    numbered = [
+        (number, name)
+        for name in _entries(path)
+        if (number := hf_trainer.checkpoint_number(name)) is not None
+    ]
+    if not numbered:
+        return
+    newest = path / max(numbered)[1]
+    if looks_like_hf_model(_entries(newest)):
+        raise ConfigError(
+            f"model.path: {given} is an HF Trainer output dir, whose newest checkpoint"
+            f" {newest.name} is a Hugging Face model dir: give model.path={newest}"
+        )
 
 
 def _entries(directory: Path) -> list[str]:

@@ -279,12 +279,10 @@ def check_optimizer(
         _report_unknown_states(pairs.first_key, held, report)
     else:
         stateless = _check_states(kind, tensors, params, found, report, record)
-        lost = [
-            name
-            for name in stateless
-            if record.optimized(name) and _tied_head(name, params, tensors, record.tied) is False
-        ]
-        _report_stateless(kind, stateless, lost, roots, params, found, report)
+        tie = {name: _tied_head(name, params, tensors, record.tied) for name in stateless}
+        lost = [name for name in stateless if record.optimized(name) and tie[name] is False]
+        untold = {name for name, tied in tie.items() if tied is None}
+        _report_stateless(kind, stateless, lost, untold, roots, params, found, report)
     if unmatched:
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
         first = next(iter(unmatched))
@@ -523,6 +521,7 @@ def _report_stateless(
     kind: optimizer_states.OptimizerStates,
     stateless: list[str],
     lost: list[str],
+    untold: set[str],
     roots: state_keys.StateRoots,
     params: dict[str, str],
     found: dict[str, dict[str, str]],
@@ -531,7 +530,10 @@ def _report_stateless(
     """Parameters without any state: those in `lost` (a record names them as optimized)
     lost their states, an error per state named by the key it would have; the others were
     frozen (requires_grad off), never got a gradient, or are an output layer no config
-    says is tied, which a checkpoint cannot tell from a loss: one warning naming them."""
+    says is tied, which a checkpoint cannot tell from a loss: one warning naming them. Where
+    they are all such output layers (`untold`: FSDP2's get_model_state_dict saves a tied
+    head under its own name, optimized once under the embedding's), the warning says the
+    tie first, and what tells it."""
     lead = _optimizer_lead(roots, params, found)
     for name in lost:
         for state in kind.missing(()):
@@ -543,13 +545,19 @@ def _report_stateless(
     rest = [params[name] for name in stateless if name not in errors]
     if not rest:
         return
+    why = "frozen, or never stepped"
+    if all(name in untold for name in stateless if name not in errors):
+        why = (
+            "tied to the embedding, optimized under the embedding's name (--hf-config with"
+            f" tie_word_embeddings true says so), or {why}"
+        )
     others = first_of([f"[{key}]" for key in rest[1:]], _SHOWN_STATELESS - 1)
     listed = f"; also {others}" if others else ""
     report.add(
         WARNING,
         f"[{rest[0]}]",
         f"no optimizer state, while {len(found)} of the {len(found) + len(stateless)}"
-        f" parameters hold {kind.name}'s: frozen, or never stepped, so not checked{listed}",
+        f" parameters hold {kind.name}'s: {why}, so not checked{listed}",
     )
 
 

@@ -1,7 +1,8 @@
 """Refusals of checkpoints in formats mfsdp does not read, naming what reads them.
 
-Megatron's torch_dist and legacy formats, verl's FSDP backend and LoRA saves,
-Accelerate's per-rank shards, torchtitan's DCP and Hugging Face weights without a config
+Megatron's torch_dist and legacy formats, DeepSpeed's ZeRO checkpoints, verl's FSDP
+backend and LoRA saves, Accelerate's per-rank shards, torchtitan's DCP, Hugging Face
+weights without a config and the HF Trainer's checkpoint without its weights
 look enough like our layouts to be misread or called "not a checkpoint". Resolution asks
 here before it reads a dir as one of ours, so each is one line saying what it is instead.
 A PEFT adapter dir (verl's `actor/lora_adapter/`, `export-hf --adapter-only`) is no
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check.printable import first_of
-from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format import deepspeed, hf_trainer
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
     DIST_CKPT_DIR,
@@ -35,9 +36,11 @@ from mfsdp_ckpt.storage.unique_json import read_json_file
 
 # Formats of the same tools that mfsdp does not read, by the file that marks them:
 # (what it is, what reads it). Megatron-LM tells them apart the same way
-# (checkpointing.py: metadata.json -> torch_dist, mp_rank_0* -> torch).
+# (checkpointing.py: metadata.json -> torch_dist, mp_rank_0* -> torch). Its legacy marker
+# is a directory, mp_rank_<tp>[_<pp>[_<ep>]]/; DeepSpeed's mp_rank_00_model_states.pt is a
+# file (`deepspeed`).
 _TORCH_DIST_MARKER = "metadata.json"
-_MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}")
+_MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}(_[0-9]{3}){0,2}$")
 _VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt$")
 # An adapter_config.json is about 1 KB; a larger file is no adapter's to describe
 _MAX_ADAPTER_CONFIG_BYTES = 1 << 20
@@ -66,7 +69,10 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " them with Accelerate and save with SHARDED_STATE_DICT through DCP (its default)"
             " or FULL_STATE_DICT"
         )
-    if any(_MEGATRON_LEGACY_RE.match(n) for n in names):
+    zero = deepspeed.described(directory, names)
+    if zero is not None:
+        raise ForeignFormatError(f"{directory}: {zero}")
+    if any(_MEGATRON_LEGACY_RE.match(n) and is_dir(directory / n) for n in names):
         raise ForeignFormatError(
             f"{directory}: a Megatron-LM legacy checkpoint (mp_rank_NN/model_optim_rng.pt,"
             " --ckpt-format torch), which mfsdp does not read; load it in Megatron-LM and"
@@ -142,16 +148,21 @@ def _verl_peft_reader(dcp: Path) -> str | None:
 
 def refuse_torchtitan(given: Path, dcp: Path) -> None:
     """ForeignFormatError for a DCP torchtitan wrote (its model keys at the top level): it
-    would read as a checkpoint without model weights. Only a `step-N` dir, torchtitan's
-    name for its saves, has its metadata read here."""
+    would read as a checkpoint without model weights. A `step-N` dir, torchtitan's name
+    for its saves, has its metadata read here, and so has a DCP no layout's names claim
+    (`torchtitan.unclaimed_dcp`: a step copied or renamed), whose metadata every command
+    reads next anyway; a `dist_ckpt/`, `iter_N/` or Accelerate's DCP is left unread."""
     from mfsdp_ckpt.format import torchtitan
 
-    if torchtitan.STEP_DIR_RE.match(dcp.name) and torchtitan.is_torchtitan_dcp(dcp):
+    named = torchtitan.STEP_DIR_RE.match(dcp.name) or torchtitan.unclaimed_dcp(dcp)
+    if named and torchtitan.is_torchtitan_dcp(dcp):
         raise ForeignFormatError(torchtitan.message(given, dcp))
 
 
 def refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
-    """torchtitan's `checkpoint/` folder (step-N dirs), or the dump folder holding it."""
+    """torchtitan's `checkpoint/` folder (step-N dirs), or the dump folder holding it: its
+    newest step, a DCP or (with last_save_in_hf, the run's last) Hugging Face safetensors,
+    is the one named."""
     from mfsdp_ckpt.format import torchtitan
 
     for folder, entries in ((given, names), (given / "checkpoint", None)):
@@ -159,21 +170,31 @@ def refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
             if "checkpoint" not in names or not is_dir(folder):
                 continue
             entries = children(folder)
-        newest = torchtitan.newest_step_dir(folder, entries)
-        if newest is not None:
-            refuse_torchtitan(given, newest)
-        newest = torchtitan.newest_step_dir(folder, entries, marker=INDEX_FILE)
-        if newest is not None:
-            refuse_weights_without_config(newest, children(newest))
+        dcp = torchtitan.newest_step_dir(folder, entries)
+        hf = torchtitan.newest_step_dir(folder, entries, marker=INDEX_FILE)
+        if hf is not None and (dcp is None or torchtitan.step_of(hf) > torchtitan.step_of(dcp)):
+            refuse_weights_without_config(hf, children(hf))
+            raise CheckpointPathError(
+                f"{given}: a torchtitan checkpoint folder whose newest step, {hf}, is a"
+                f" Hugging Face model dir; give that (`mfsdp ckpt import-hf {hf} --out DIR`"
+                " makes a checkpoint of it)"
+            )
+        if dcp is not None:
+            refuse_torchtitan(given, dcp)
 
 
 def refuse_weights_without_config(given: Path, names: list[str]) -> None:
     """Hugging Face safetensors without a config.json: torchtitan's `last_save_in_hf` step
     (`model-0000X-of-0000N.safetensors` + index, no config), or a model dir whose config
-    was not copied. It is no training checkpoint, and "not a checkpoint (looked for
-    .metadata, ...)" did not say what it is or what makes it usable."""
+    was not copied; or the reverse, the HF Trainer's checkpoint-N holding its training
+    state and config but no model weights (`hf_trainer.without_weights`). Neither is a
+    training checkpoint, and "not a checkpoint (looked for .metadata, ...)" did not say
+    what it is or what makes it usable."""
     from mfsdp_ckpt.format import dcp_hf_shards
 
+    state_only = hf_trainer.without_weights(names)
+    if state_only is not None:
+        raise CheckpointPathError(f"{given}: {state_only}")
     weights = [n for n in names if n.endswith(".safetensors") and is_file(given / n)]
     shards = dcp_hf_shards.unconsolidated_shards(weights)
     if shards:

@@ -5,7 +5,10 @@ have, so as `trainer.run_dir` one read as a damaged run of ours: "holds no manif
 ... move it and the tracker away", or "no step is complete; move the tracker away", advice
 that damages the other trainer's run, and `checkpoint.resume=` of one of its steps, which
 is refused as well. It is named here as `ckpt inspect` names its layout (resolution
-decides it), with what does start a run from it: `model.path`, in another run dir.
+decides it), with what does start a run from it: `model.path`, in another run dir. A
+save dir of a format mfsdp does not read and whose step dirs are not named as ours
+(DeepSpeed's `latest` + `global_stepN/`) is named by its own refusal: taken for an empty
+run, mfsdp saved its steps in beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.format.dir_entries import children, is_dir
+from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import MFSDP, CheckpointPathError, ForeignFormatError
 from mfsdp_ckpt.format.path_refusals import holds_run_records
 from mfsdp_ckpt.format.run_steps import list_complete_steps, natural_order, step_dirs
@@ -34,15 +38,16 @@ def refuse_foreign_run_dir(run: Path) -> None:
         return  # reading it for the run names the failure
     steps = sorted(step_dirs(run, names), key=natural_order)
     if not steps:
+        try:
+            refuse_foreign_format(run, names)
+        except ForeignFormatError as err:
+            raise _foreign(run, err) from None
         return
     for given in [run, *(run / name for name in reversed(steps))]:
         try:
             paths = resolve_checkpoint(given)
         except ForeignFormatError as err:
-            raise CheckpointPathError(
-                f"trainer.run_dir: {run} is another trainer's run dir, which mfsdp does not"
-                f" resume or save into: {err}"
-            ) from None
+            raise _foreign(run, err) from None
         except MfsdpError:
             continue  # an unfinished save, a broken tracker: the next step may read
         if paths.kind == MFSDP:
@@ -53,3 +58,12 @@ def refuse_foreign_run_dir(run: Path) -> None:
             f" mfsdp does not resume it or save into it; to train from {start}, give"
             f" model.path={given} with another trainer.run_dir"
         )
+
+
+def _foreign(run: Path, err: ForeignFormatError) -> CheckpointPathError:
+    """trainer.run_dir's refusal of another trainer's run dir in a format mfsdp does not
+    read, after that format's own line."""
+    return CheckpointPathError(
+        f"trainer.run_dir: {run} is another trainer's run dir, which mfsdp does not"
+        f" resume or save into: {err}"
+    )

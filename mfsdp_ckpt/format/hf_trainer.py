@@ -28,7 +28,9 @@ import os
 import re
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.unique_json import loads_object
 
@@ -47,14 +49,44 @@ TRAINER_STATE_MAX_BYTES = 16 << 20
 CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,18})$")
 MODEL_DCP_RE = re.compile(rf"^{MODEL_DCP_PREFIX}([0-9]{{1,9}})$")
 OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})$")
-# .bin files of the Trainer and Accelerate that hold no Hugging Face weights: a checkpoint-N
-# with config.json and training_args.bin is no Hugging Face model dir.
+# The files of the Trainer's and Accelerate's training state beside the model, torch.save
+# pickles that hold no model weights: the Trainer's training_args.bin, optimizer.pt,
+# scheduler.pt, scaler.pt, rng_state.pth (rng_state_<rank>.pth with several processes),
+# Accelerate's optimizer.bin, scheduler.bin, sampler.bin. A checkpoint-N with config.json
+# and these is no Hugging Face model dir, and none of them is weights to convert.
 STATE_BIN_RE = re.compile(
-    r"^(training_args|optimizer|scheduler|sampler|pytorch_model_fsdp)(_[0-9]+)?\.bin$"
+    r"^(training_args|optimizer|scheduler|sampler|scaler|rng_state|pytorch_model_fsdp)"
+    r"(_[0-9]+)?\.(bin|pt|pth)$"
 )
+# What holds a Trainer checkpoint's model weights: save_pretrained's files, a PEFT adapter
+_MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Accelerate's per-rank torch.save shards: LOCAL_STATE_DICT (FSDP1), or SHARDED_STATE_DICT
 # saved with use_dcp=False.
 RANK_SHARD_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?_rank[0-9]+\.bin$")
+
+
+def without_weights(names: list[str]) -> str | None:
+    """`an HF Trainer checkpoint ... without the model's weights` for a dir holding `names`:
+    the Trainer's trainer_state.json beside its state files and no model weights in any form
+    (not copied with the rest, a partial sync, saved elsewhere); None for any other dir.
+    Its optimizer.pt, scheduler.pt and rng_state.pth were named as pickled weights, with
+    advice to convert them with transformers, which cannot."""
+    if TRAINER_STATE_FILE not in names or ADAPTER_CONFIG_FILE in names:
+        return None
+    weights = [
+        n
+        for n in names
+        if (n.endswith(_MODEL_FILE_SUFFIXES) and not STATE_BIN_RE.match(n)) or MODEL_DCP_RE.match(n)
+    ]
+    if weights:
+        return None
+    records = [TRAINER_STATE_FILE, *sorted(n for n in names if STATE_BIN_RE.match(n))]
+    return (
+        f"an HF Trainer checkpoint ({first_of(records, 4)}: the Trainer's training state, no"
+        " model weights) without the model's weights (model.safetensors, or"
+        f" {MODEL_DCP_PREFIX}0/ with FSDP): copy them in from where the run saved them, or"
+        " give a dir that holds them"
+    )
 
 
 def checkpoint_number(name: str) -> int | None:

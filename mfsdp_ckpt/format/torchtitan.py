@@ -42,6 +42,26 @@ def is_torchtitan_dcp(dcp: Path) -> bool:
     return any(_MODEL_KEY_RE.match(name) for name in names)
 
 
+def unclaimed_dcp(dcp: Path) -> bool:
+    """Whether the DCP dir `dcp` has none of the names the layouts mfsdp reads give theirs
+    (`dist_ckpt/`, Megatron's `iter_N/` and `release/`, Accelerate's `pytorch_model_fsdp_K/`
+    and `optimizer_K/`): a torchtitan step copied or renamed (`best/`, `final/`) is one."""
+    from mfsdp_ckpt.format import hf_trainer
+    from mfsdp_ckpt.format.layout import DIST_CKPT_DIR, ITER_DIR_RE, MEGATRON_RELEASE_DIR
+
+    name = dcp.name
+    claimed = (hf_trainer.MODEL_DCP_RE, hf_trainer.OPTIMIZER_DCP_RE, ITER_DIR_RE)
+    return name not in (DIST_CKPT_DIR, MEGATRON_RELEASE_DIR) and not any(
+        pattern.match(name) for pattern in claimed
+    )
+
+
+def step_of(step_dir: Path) -> int:
+    """N of a `step-N/` dir (-1 for another name)."""
+    match = STEP_DIR_RE.match(step_dir.name)
+    return int(match.group(1)) if match else -1
+
+
 def newest_step_dir(directory: Path, names: list[str], marker: str = ".metadata") -> Path | None:
     """The highest `step-N/` in `directory` that holds `marker` (a DCP's `.metadata`, or
     the safetensors index of a step saved in Hugging Face format), if any."""
@@ -66,4 +86,12 @@ def message(given: Path, step_dir: Path) -> str:
     )
 
 
-__all__ = ["CONVERT_SCRIPT", "STEP_DIR_RE", "is_torchtitan_dcp", "message", "newest_step_dir"]
+__all__ = [
+    "CONVERT_SCRIPT",
+    "STEP_DIR_RE",
+    "is_torchtitan_dcp",
+    "message",
+    "newest_step_dir",
+    "step_of",
+    "unclaimed_dcp",
+]

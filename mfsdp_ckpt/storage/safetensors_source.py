@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
-from mfsdp_ckpt.format import dcp_hf_shards
+from mfsdp_ckpt.format import dcp_hf_shards, deepspeed, hf_trainer
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
-from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
 from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, ForeignFormatError
 from mfsdp_ckpt.format.lora_fields import adapter_only_advice
 from mfsdp_ckpt.storage import safe_files
@@ -133,9 +132,16 @@ _CONVERTED = "then save_pretrained writes safetensors"
 def other_weights_hint(model_dir: Path) -> str:
     """`; NAME is ...: convert it ...` for the weights a dir without safetensors holds in
     another format, named (a model dir of `model.pt` was told only "no .safetensors
-    weights"), "" when it holds none. The HF Trainer's state .bin files are no weights."""
+    weights"), "" when it holds none. The HF Trainer's state files (optimizer.pt,
+    rng_state.pth, ...) are no weights: its checkpoint-N holding only those is named as
+    that, and one of DeepSpeed's with what converts it."""
     names = sorted(path.name for path in model_dir.glob("*"))
-    pickled = [n for n in names if n.endswith(PICKLED_WEIGHTS) and not STATE_BIN_RE.match(n)]
+    whole = deepspeed.described(model_dir, names) or hf_trainer.without_weights(names)
+    if whole is not None:
+        return f"; it is {whole}"
+    pickled = [
+        n for n in names if n.endswith(PICKLED_WEIGHTS) and not hf_trainer.STATE_BIN_RE.match(n)
+    ]
     gguf = [name for name in names if name.endswith(GGUF_WEIGHTS)]
     hint = ""
     if pickled:

@@ -159,3 +159,49 @@ def test_unconsolidated_shards_of_torchs_hf_writer_are_named_with_the_way_to_mer
     line = one_error_line(err)
     assert code == 1 and "per-rank shard(s) of torch's HuggingFaceStorageWriter" in line, err
     assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize("hf_newer", [True, False])
+def test_of_dcp_and_hugging_face_steps_the_newest_is_named(hf_newer, tmp_path):
+    """torchtitan's last_save_in_hf saves the run's last step as safetensors after the
+    interval steps in DCP: the older DCP step was named "its newest step"."""
+    dump = _dump(tmp_path, steps=(10,))
+    hf_step = _hf_format_step(dump / "checkpoint", 20 if hf_newer else 5)
+    code, _out, err = run_cli("ckpt", "inspect", dump)
+    line = one_error_line(err)
+    assert code == 2, err
+    if hf_newer:
+        assert line.startswith(f"error: {hf_step}: Hugging Face safetensors"), line
+        assert "copy the model's config.json" in line and "step-10" not in line, line
+    else:
+        assert f"{dump}: a torchtitan checkpoint (its newest step: step-10)" in line, line
+
+
+def test_a_newest_hugging_face_step_with_its_config_is_named_a_model_dir(tmp_path):
+    from trainer.tiny import build_tiny_model_dir
+
+    dump = _dump(tmp_path, steps=(10,))
+    hf_step = _hf_format_step(dump / "checkpoint", 20)
+    config = build_tiny_model_dir(tmp_path / "model") / "config.json"
+    (hf_step / "config.json").write_bytes(config.read_bytes())
+    code, _out, err = run_cli("ckpt", "inspect", dump)
+    line = one_error_line(err)
+    assert code == 2 and f"whose newest step, {hf_step}, is a Hugging Face model dir" in line, err
+
+
+def test_a_torchtitan_step_under_another_name_is_named_from_its_keys(tmp_path):
+    """A step copied as `best/`: validate said "no model weights", export-hf counted its
+    top-level `layers.N.` keys against the config's layers."""
+    from trainer.tiny import build_tiny_model_dir
+
+    step = _dump(tmp_path, steps=(10,)) / "checkpoint" / "step-10"
+    best = step.rename(tmp_path / "best")
+    config = build_tiny_model_dir(tmp_path / "model")
+    for command in ("validate", "export-hf"):
+        args = ["--out", tmp_path / "hf", "--hf-config", config] if command == "export-hf" else []
+        code, stdout, err = run_cli("ckpt", command, best, *args)
+        line = one_error_line(err)
+        assert code == 2 and line.startswith(f"error: {best}: a torchtitan checkpoint"), (
+            stdout + err
+        )
+        assert f"python {SCRIPT} {best} OUT" in line, line
