@@ -10,8 +10,8 @@ config implies: a tensor it has no place for, a shape it does not give, a parame
 holds are each refused in one line, exit 2 (the model dir given does not hold the model its
 config describes; a damaged file stays exit 1, `ModelFilesError`). Tensors that config.json's
 own model has a place for, but that the run's `model.overrides` take away (a base of 2 layers
-trained under `num_hidden_layers: 1`), are the user's choice: one note names them. Weights only as pickles
-(`*.bin`) are refused by the reader, naming them: they are never unpickled.
+trained under `num_hidden_layers: 1`), are the user's choice: one note names them. Weights
+only as pickles (`*.bin`) are refused by the reader, naming them: they are never unpickled.
 """
 
 from __future__ import annotations
