@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.blob_runs import small_blobs
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.read_ahead import reading_ahead
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
 from mfsdp_ckpt.format import dir_entries, file_walk, layout
 from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
@@ -304,14 +305,16 @@ def check_values(
     entries = list(reader.tensors.values())
     lost = files_not_readable(reader)
     unread: dict[str, list[str]] = {}  # a data file reported lost -> the tensors in it
-    for done, entry in enumerate(entries, 1):
-        gone = next((c.file for c in entry.chunks if c.file in lost), None)
-        if gone is not None:  # said once for its file, not once per tensor
-            unread.setdefault(gone, []).append(entry.name)
-        elif not reader.coverage_problems(entry):
-            _check_tensor(reader, entry.name, report, also)
-        if progress:
-            progress(done, len(entries))
+    chunks = [(c.file, c.file_offset, c.length) for e in entries for c in e.chunks if c.file]
+    with reading_ahead(reader, chunks):  # thousands of small tensors: a run at a time
+        for done, entry in enumerate(entries, 1):
+            gone = next((c.file for c in entry.chunks if c.file in lost), None)
+            if gone is not None:  # said once for its file, not once per tensor
+                unread.setdefault(gone, []).append(entry.name)
+            elif not reader.coverage_problems(entry):
+                _check_tensor(reader, entry.name, report, also)
+            if progress:
+                progress(done, len(entries))
     _report_unread(unread, lost, report)
 
 

@@ -383,7 +383,8 @@ def weights_disagreement(
     line starting with `where`, or None: a tensor config.json has no place for (`unknown`:
     transformers' loader would drop it; training names it itself, trainer/model_weights.py),
     a shape config.json does not give it, a parameter no file holds (transformers would
-    initialise it at random). A stranger's name is the file's own, quoted: an empty or blank one shows."""
+    initialise it at random). A stranger's name is the file's own, quoted: an empty or blank
+    one shows."""
     strangers = sorted(name for name in shapes if name not in expected.allowed)
     if unknown and strangers:
         return (

@@ -179,6 +179,10 @@ _PLAIN_OPS = (
     "STACK_GLOBAL",
 )
 
+# Plain opcodes whose argument is a length the pickle declares (4 or 8 bytes), then that many
+# bytes: read with `_read_file`, so no declared length allocates more than the file holds.
+_COUNTED_OPS = ("BINUNICODE", "BINUNICODE8", "BINBYTES", "BINBYTES8")
+
 
 @dataclasses.dataclass(frozen=True)
 class Placeholder:
@@ -228,7 +232,10 @@ def _short_flat_tuple(value: Any) -> bool:
 
 def _hashable_key(value: Any) -> bool:
     """A key SETITEM may hash: plain data, cheap to hash, and one whose hash an input
-    cannot make collide with other keys' (`_collision_free`)."""
+    cannot make collide with other keys' (`_collision_free`). A str, what nearly every key
+    of a checkpoint is (names, a record's field names), is all of those: decided first."""
+    if type(value) is str:
+        return True
     if isinstance(value, (tuple, list)):
         return _short_flat_tuple(value) and _collision_free(tuple(value))
     if isinstance(value, _SCALARS):
@@ -317,6 +324,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         if placeholders is not None:
             records = (*records, PlaceholderCall)
         self.allowed, self.records = allowed, records
+        self._record_set = frozenset(records)
         self._grows = budget is None  # with the bytes read: see _allowance
         self.budget = memory_budget(0) if budget is None else budget
         self.charged = self.consumed = 0
@@ -349,14 +357,17 @@ class RestrictedUnpickler(pickle._Unpickler):
         """The stdlib loop, reading straight from the bytes (FRAME is only a buffering hint,
         so no unframer) and charging each opcode inline: per opcode, one C read, one cost
         lookup and one call. A handler whose opcode retains more than its table cost (per
-        item it stores or argument it passes) returns the excess, charged before the next."""
+        item it stores or argument it passes) returns the excess, charged before the next.
+        The memo's own opcodes, half of a DCP `.metadata`'s, run inline (no call)."""
         stream = self._stream
-        self.read = stream.read if isinstance(stream, io.BytesIO) else self._read_file
+        # Arguments of at most 8 bytes (lengths, ints, memo indices) are read straight from
+        # the stream; an opcode declaring a length of its own reads through _read_file.
+        self.read = self._fast_read = stream.read
         self.readline, self.readinto = stream.readline, stream.readinto
         self.metastack: list[list[Any]] = []
         self.stack, self.proto, self.memo = [], 0, []
         self.append = self.stack.append
-        read, dispatch, cost = stream.read, self.dispatch, OPCODE_COST
+        read, dispatch, cost, memo = stream.read, self.dispatch, OPCODE_COST, self.memo
         seen = 0 if self._grows else self.size  # the bytes `left` was last worked out for
         left = self._allowance(seen)
         # `left` below `floor`: over budget (floor 0), or time for a progress report
@@ -378,9 +389,17 @@ class RestrictedUnpickler(pickle._Unpickler):
                         raise PickleRefused(_over_budget(self._limit(seen), seen))
                     if self._progress is not None and left < floor:
                         floor = self._report(left)
-                excess = dispatch[code](self)
-                if excess:
-                    left -= excess
+                if code == _MEMOIZE:
+                    memo.append(self.stack[-1])
+                elif code in (_LONG_BINGET, _BINGET):
+                    index = int.from_bytes(read(4 if code == _LONG_BINGET else 1), "little")
+                    if index >= len(memo):  # never negative: unsigned
+                        raise pickle.UnpicklingError(f"Memo value not found at index {index}")
+                    self.append(memo[index])
+                else:
+                    excess = dispatch[code](self)
+                    if excess:
+                        left -= excess
         except pickle._Stop as stop:  # type: ignore[attr-defined]
             self.consumed = stream.tell()
             if self._grows:
@@ -403,6 +422,15 @@ class RestrictedUnpickler(pickle._Unpickler):
         if count > 1 << 16:
             count = min(count, max(0, self.size - self._stream.tell()))
         return self._stream.read(count)
+
+    def _counted(self, handler: Callable) -> Any:
+        """Run the stdlib `handler` of an opcode whose argument is as long as it declares,
+        reading through `_read_file`."""
+        self.read = self._read_file
+        try:
+            return handler(self)
+        finally:
+            self.read = self._fast_read
 
     def _limit(self, read: int) -> int:
         """The budget once `read` bytes of the pickle are read."""
@@ -442,9 +470,6 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise pickle.UnpicklingError(f"Memo value not found at index {index}")
         self.append(self.memo[index])
 
-    def _load_memoize(self) -> None:
-        self.memo.append(self.stack[-1])
-
     def _load_put(self) -> None:
         self._put(int(self.readline()[:-1]))
 
@@ -456,12 +481,6 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def _load_get(self) -> None:
         self._get(int(self.readline()[:-1]))
-
-    def _load_binget(self) -> None:
-        self._get(self.read(1)[0])
-
-    def _load_long_binget(self) -> None:
-        self._get(int.from_bytes(self.read(4), "little"))
 
     # ------------------------------------------------------------------ guarded opcodes
     def _set_items(self, target: Any, items: list) -> int:
@@ -563,7 +582,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             return func(), 0
         excess = self._argument_bytes(args)
         result = admitted(*args)
-        if isinstance(func, type) and func in self.records:
+        if isinstance(func, type) and func in self._record_set:
             self._fresh[id(result)] = result
         return result, excess
 
@@ -577,7 +596,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         if isinstance(cls, Placeholder):
             self.append(self._placeholder_call(cls, args))
             return
-        if not (isinstance(cls, type) and cls in self.records) or args != ():
+        if not (isinstance(cls, type) and cls in self._record_set) or args != ():
             raise PickleRefused(
                 f"NEWOBJ of {getattr(cls, '__name__', type(cls).__name__)} is not admitted"
             )
@@ -590,7 +609,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         state = self.stack.pop()
         inst = self.stack[-1]
         cls = type(inst)
-        if cls not in self.records or self._fresh.pop(id(inst), None) is not inst:
+        if cls not in self._record_set or self._fresh.pop(id(inst), None) is not inst:
             raise PickleRefused(f"BUILD on a {cls.__name__} this pickle did not just create")
         own_setstate, names = _build_plan(cls)
         if own_setstate:
@@ -598,7 +617,8 @@ class RestrictedUnpickler(pickle._Unpickler):
             return
         if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
             state = state[0]
-        if not isinstance(state, dict) or not all(isinstance(k, str) and k in names for k in state):
+        # keys that are all field names are all str: a field name equals no other type
+        if not isinstance(state, dict) or not names.issuperset(state):
             raise PickleRefused(f"BUILD of {cls.__name__} with fields it does not have")
         for key, value in state.items():
             object.__setattr__(inst, key, value)
@@ -639,6 +659,13 @@ def _refuse(code: int) -> Callable:
     return refuse
 
 
+def _counted_handler(handler: Callable) -> Callable:
+    def load(self: RestrictedUnpickler) -> Any:
+        return self._counted(handler)
+
+    return load
+
+
 def _dispatch_table() -> dict[int, Callable]:
     base = pickle._Unpickler.dispatch
     own = RestrictedUnpickler
@@ -656,15 +683,16 @@ def _dispatch_table() -> dict[int, Callable]:
             _opcode("BINPERSID"): own._load_persid,
             _opcode("LONG4"): own._load_long4,
             _opcode("FRAME"): own._load_frame,
-            _opcode("MEMOIZE"): own._load_memoize,
             _opcode("PUT"): own._load_put,
             _opcode("BINPUT"): own._load_binput,
             _opcode("LONG_BINPUT"): own._load_long_binput,
             _opcode("GET"): own._load_get,
-            _opcode("BINGET"): own._load_binget,
-            _opcode("LONG_BINGET"): own._load_long_binget,
         }
     )
+    for name in ("MEMOIZE", "BINGET", "LONG_BINGET"):  # run inline by `load`
+        handlers[_opcode(name)] = _refuse(_opcode(name))
+    for name in _COUNTED_OPS:
+        handlers[_opcode(name)] = _counted_handler(base[_opcode(name)])
     return {code: handlers[code] if code in handlers else _refuse(code) for code in range(256)}
 
 
@@ -676,6 +704,7 @@ def _cost_table(by_name: dict[str, int]) -> list[int]:
     return costs
 
 
+_MEMOIZE, _BINGET, _LONG_BINGET = (_opcode(n) for n in ("MEMOIZE", "BINGET", "LONG_BINGET"))
 RestrictedUnpickler.dispatch = _dispatch_table()
 OPCODE_COST = _cost_table(_COSTS)
 _TORCH_OPCODE_COST = _cost_table(_TORCH_COSTS)

@@ -293,6 +293,7 @@ class CheckpointReader:
             raise CheckpointFormatError(f"{where}: {self.sharing.refusal()}")
         self._pairs = PairBudget()  # every tensor's coverage check draws on it
         self._coverage: dict[str, list[str]] = {}
+        self._sizes: dict[str, int | None] = {}  # data file -> its size: see _file_size
 
     def files(self) -> dict[str, int]:
         """Each data file the metadata refers to, with the bytes it must hold at least."""
@@ -418,7 +419,7 @@ class CheckpointReader:
         where = self._where(entry.name, chunk.file)
         if chunk.file is None:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
-        size = self.store.size(chunk.file)
+        size = self._file_size(chunk.file)
         if size is None:
             raise CheckpointFileError(f"{where}: file is missing")
         if chunk.file_offset + chunk.length > size:
@@ -429,6 +430,15 @@ class CheckpointReader:
         problem = chunk_backing_problem(entry, chunk)
         if problem:
             raise CheckpointFormatError(f"{where}: {problem}")
+
+    def _file_size(self, file: str) -> int | None:
+        """A data file's size, asked of the store once per file (each ask opens it and
+        resolves its path): `_check_stored` asks per chunk, and a Megatron-FSDP file holds
+        thousands. Each read checks the size again as it opens the file, so a file cut after
+        the first ask is still refused, naming it."""
+        if file not in self._sizes:
+            self._sizes[file] = self.store.size(file)
+        return self._sizes[file]
 
     def coverage_problems(self, entry: TensorEntry) -> list[str]:
         """`chunk_coverage_problems` of one of this reader's tensors, worked out once (a
