@@ -377,8 +377,10 @@ class TrainingRun:
             left = nothing_left_line(self.resume.root, self.start, self.cfg, self.total_steps)
             line = f"[{self.name}] {what}; {left}"
         said = [*weights_lines(self.cfg.model)] if self.resume is None else []
-        compiling = compile_line(self.cfg.model, self.env.device)
-        if compiling is not None and self.start < self.stop:
+        compiling = (
+            compile_line(self.cfg.model, self.env.device) if self.start < self.stop else None
+        )
+        if compiling is not None:
             said.append(compiling)
         for each in (line, *(f"[{self.name}] {one}" for one in said)):
             print(printable(each), file=sys.stderr)  # the run dir's name may hold escapes
