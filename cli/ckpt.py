@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import click
 from cli.choice import Choice
 from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, GivenPath, fail, json_option
 from cli.given_once import OnceGroup
+from cli.json_text import json_text
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from trainer.progress import CallbackBar
@@ -104,7 +104,7 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
             "--deep hashes a LoRA checkpoint's base model; this checkpoint is not LoRA, so"
             " nothing more was read (mfsdp ckpt validate --deep reads every file and tensor)"
         )
-    click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
+    click.echo(json_text(description, indent=2) if as_json else format_description(description))
 
 
 @ckpt.command(
@@ -192,7 +192,7 @@ def validate(
     if as_json:  # its note names the step read where a failed tracker is blamed
         found = report.to_dict(strict)
         _say_note(found["note"])
-        click.echo(json.dumps(found, indent=2))
+        click.echo(json_text(found, indent=2))
     else:
         _say_note(report.note)
         for finding in report.findings:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ import click
 
 from cli.errors import GivenPath, json_option
 from cli.given_once import OnceGroup
+from cli.json_text import json_text
 from cli.lines import say
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -31,8 +31,12 @@ def _convert(
     overwrite: bool,
     as_json: bool,
 ) -> None:
+    from cli.missing_path import refuse_missing
+    from mfsdp_ckpt.format.hub_id import hub_id_hint
     from trainer.data.math_datasets import convert_files, split_inputs
 
+    for given in inputs:
+        refuse_missing(given, hint=hub_id_hint(given, "--input ", dataset=True))
     # Every split name, from --split or an input's file name, and every input checked before
     # anything is made: `../x` named a path outside --out
     split_inputs(list(inputs), split)
@@ -117,7 +121,7 @@ def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
     script reads the paths for `mfsdp train` from."""
     files = {str(Path(path).relative_to(out_dir).with_suffix("")): str(path) for path in paths}
     if as_json:
-        click.echo(json.dumps({"out_dir": out_dir, "files": files}, indent=2))
+        click.echo(json_text({"out_dir": out_dir, "files": files}, indent=2))
         return
     for name, path in files.items():
         say(f"{name}: {path}")

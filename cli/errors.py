@@ -31,6 +31,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from cli.given_once import OnceGroup
+from cli.json_text import json_text, shown_bytes
 from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
@@ -183,13 +184,13 @@ def fail(
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
     settle()  # from here the exit status is `code`, whatever signal comes late
-    text = printable(message)
+    text = printable(shown_bytes(message))
     if as_json is None:
         ctx = click.get_current_context(silent=True)
         as_json = ctx is not None and bool(ctx.meta.get(JSON_OUTPUT))
     if as_json:
         try:
-            click.echo(json.dumps({"error": text, "exit_code": code}))
+            click.echo(json_text({"error": text, "exit_code": code}))
         except OSError:  # stdout is what failed (a full disk behind it): the line below says so
             discard_stdout()
     click.echo(f"error: {text}", err=True)

@@ -234,9 +234,9 @@ def _stopped(by_sigterm: bool) -> NoReturn:
         else ("interrupted", EXIT_INTERRUPTED)
     )
     if json_asked(sys.argv[1:]):
-        import json
+        from cli.json_text import json_text
 
-        _write(sys.stdout, json.dumps({"error": message, "exit_code": code}))
+        _write(sys.stdout, json_text({"error": message, "exit_code": code}))
     _write(sys.stderr, f"error: {message}")
     sys.exit(code)
 

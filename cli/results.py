@@ -4,12 +4,12 @@ the two read alike."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from cli.json_text import json_text
 from cli.lines import say
 
 
@@ -34,6 +34,6 @@ def echo_result(result: Any, as_json: bool, derived: tuple[str, ...] = ()) -> No
         say(f"note: {note}", err=True)
     if as_json:
         names = [field.name for field in dataclasses.fields(result)] + list(derived)
-        click.echo(json.dumps({name: getattr(result, name) for name in names}, indent=2))
+        click.echo(json_text({name: getattr(result, name) for name in names}, indent=2))
         return
     say(result.summary())

@@ -6,7 +6,6 @@ run's result, as a line or as JSON with --json. Kept apart from starting the run
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,6 +14,7 @@ import click
 
 from cli.command_as_run import mfsdp_command
 from cli.errors import settle_command
+from cli.json_text import json_text
 from cli.lines import say
 from cli.result_said import mark_result_said
 from trainer.env_ints import process_rank
@@ -117,7 +117,7 @@ def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     if process_rank() != 0:
         return
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(json_text(summary))
     else:
         say(line)
     mark_result_said()

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import shutil
@@ -60,6 +59,7 @@ from cli.errors import (
     LOST_PEERS,
     SAID,
 )
+from cli.json_text import json_text
 from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr
 from cli.result_said import expect_result, result_said
 from cli.std_streams import ensure_standard_streams
@@ -420,7 +420,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             error = _named(
                 rank, failure, failure.message if unsaid is None else unsaid, err.failures
             )
-            print(json.dumps({"error": error, "exit_code": code}))
+            print(json_text({"error": printable(error), "exit_code": code}))
         return code
     except (KeyboardInterrupt, SignalException):
         return 0 if result_said() else EXIT_INTERRUPTED  # the ranks have stopped by now
@@ -561,7 +561,7 @@ def _say_error(line: str, code: int, as_json: bool) -> int:
     stdout) and return `code`, for what no rank said."""
     print(f"error: {printable(line)}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"error": line, "exit_code": code}))
+        print(json_text({"error": printable(line), "exit_code": code}))
     return code
 
 

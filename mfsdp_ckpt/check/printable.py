@@ -23,6 +23,8 @@ MAX_ERROR_CHARS = 300  # what an exception adds to a line: its gist, never a pag
 
 def _escape(char: str) -> str:
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte of a path os.fsdecode could not decode
+        return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
