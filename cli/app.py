@@ -91,7 +91,7 @@ def run() -> None:
             or other_spelling(err)
             or value_without_option(err, options)
         )
-        fail(told or f"{_usage_message(err)}{where}", 2, as_json)
+        fail(f"{told or _usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:  # a signal before the command started, where click caught it

@@ -71,7 +71,8 @@ def test_verbose_given_after_the_command_says_it_goes_before_it(monkeypatch, cap
     assert code == 2 and out == ""
     assert err == (
         f"error: No such option '-v' for 'mfsdp {' '.join(words)}': it is an option of "
-        f"'mfsdp', given before the command (mfsdp -v {' '.join(words)} ...)\n"
+        f"'mfsdp', given before the command (mfsdp -v {' '.join(words)} ...); "
+        f"see 'mfsdp {' '.join(words)} --help'\n"
     )
 
 
@@ -95,7 +96,7 @@ def test_json_with_no_command_names_one_that_takes_it(monkeypatch, capsys):
     assert code == 2 and json.loads(out)["exit_code"] == 2
     assert err == (
         "error: No such option '--json' for 'mfsdp': give it after the command name "
-        f"(mfsdp {' '.join(JSON_COMMANDS[0])} ... --json)\n"
+        f"(mfsdp {' '.join(JSON_COMMANDS[0])} ... --json); see 'mfsdp --help'\n"
     )
 
 
@@ -143,10 +144,10 @@ def test_a_data_command_failing_under_json_prints_the_error_object(
     code, out, err = _run_main(monkeypatch, capsys, *args, "--json")
     assert code == 2
     assert json.loads(out) == {
-        "error": f"{tmp_path / 'absent.jsonl'}: no such file",
+        "error": f"{tmp_path / 'absent.jsonl'}: no such file or directory",
         "exit_code": 2,
     }
-    assert err == f"error: {tmp_path / 'absent.jsonl'}: no such file\n"
+    assert err == f"error: {tmp_path / 'absent.jsonl'}: no such file or directory\n"
 
 
 def _long_commands(tmp_path) -> dict[str, list[str]]:

@@ -36,14 +36,16 @@ def test_a_command_given_at_the_wrong_level_names_the_full_command(
 ):
     code, out, err = _run_main(monkeypatch, capsys, *args)
     assert code == 2 and out == ""
-    assert err.endswith(f"(did you mean '{meant}'?)\n") and err.count("\n") == 1, err
+    assert f"(did you mean '{meant}'?); see 'mfsdp" in err, err
+    assert err.endswith(" --help'\n") and err.count("\n") == 1, err
 
 
 def test_a_command_with_no_close_name_lists_the_commands_there(monkeypatch, capsys):
     code, _out, err = _run_main(monkeypatch, capsys, "train", "ppo")
     assert (code, err) == (
         2,
-        "error: No such command 'ppo' for 'mfsdp train'; its commands: grpo, sft\n",
+        "error: No such command 'ppo' for 'mfsdp train'; its commands: grpo, sft;"
+        " see 'mfsdp train --help'\n",
     )
 
 
@@ -52,7 +54,9 @@ def test_a_wrong_level_command_under_json_is_one_json_object(monkeypatch, capsys
 
     code, out, _err = _run_main(monkeypatch, capsys, "inspect", "runs/demo", "--json")
     assert code == 2
-    assert json.loads(out)["error"].endswith("(did you mean 'mfsdp ckpt inspect'?)")
+    assert json.loads(out)["error"].endswith(
+        "(did you mean 'mfsdp ckpt inspect'?); see 'mfsdp --help'"
+    )
 
 
 # ------------------------------------------------------------------ dtype spellings
@@ -328,8 +332,8 @@ def test_a_hub_dataset_id_as_input_says_how_to_fetch_it(tmp_path, monkeypatch, c
     )
     assert code == 2
     assert err == (
-        f"error: openai/gsm8k: no such file; relative paths are read from {tmp_path}; if that"
-        " is a Hugging Face Hub id: nothing is "
+        "error: openai/gsm8k: no such file or directory; relative paths are read from "
+        f"{tmp_path}; if that is a Hugging Face Hub id: nothing is "
         "downloaded here, so fetch it first (`hf download openai/gsm8k --repo-type dataset "
         "--local-dir gsm8k`) and give its files under gsm8k/ as --input\n"
     )

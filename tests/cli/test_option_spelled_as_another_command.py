@@ -28,7 +28,8 @@ def test_another_spelling_names_this_commands_option(
     assert f"(did you mean '{meant}'?)" in line
     if spelled_by is not None:
         assert line.endswith(
-            f"is how {spelled_by} spell{'s' if ' and ' not in spelled_by else ''} it"
+            f"is how {spelled_by} spell{'s' if ' and ' not in spelled_by else ''} it; "
+            f"see 'mfsdp {' '.join(a for a in args[:2] if not a.startswith('-'))} --help'"
         )
 
 
@@ -43,7 +44,7 @@ def test_another_spelling_names_this_commands_option(
 def test_a_value_without_its_option_is_named_with_it(monkeypatch, capsys, tmp_path, args, word):
     line = usage_error_line(monkeypatch, capsys, *args, cwd=tmp_path)
     assert line.startswith(f"error: Missing option '--out' for 'mfsdp ckpt {args[1]}'")
-    assert line.endswith(f"(did you mean --out {word}?)")
+    assert line.endswith(f"(did you mean --out {word}?); see 'mfsdp ckpt {args[1]} --help'")
 
 
 def test_missing_option_with_no_extra_word_is_as_before(monkeypatch, capsys, tmp_path):
