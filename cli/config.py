@@ -68,8 +68,10 @@ def from_verl(source: str, command: str) -> None:
     Example:
       mfsdp config from-verl examples/verl/run_grpo_megatron_fsdp.sh > grpo.yaml
     """
+    from cli.missing_path import refuse_missing
     from trainer.verl_import import convert_verl
 
+    refuse_missing(source)
     conversion = convert_verl(source, None if command == "auto" else command)
     click.echo(conversion.to_yaml(source), nl=False)
     unfinished = []

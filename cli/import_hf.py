@@ -95,11 +95,14 @@ def import_hf(
       mfsdp ckpt import-hf Qwen2.5-0.5B --out megatron/release
       mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
     """
+    from cli.missing_path import refuse_missing
     from mfsdp_ckpt.convert.import_hf import import_hf as run_import
+    from mfsdp_ckpt.format.hub_id import hub_id_hint
     from mfsdp_ckpt.format.path_refusals import refuse_url
     from trainer.threads import configure_threads
 
     refuse_url(hf_dir)  # `file:///x` read as the local dir file:/x was "no such directory"
+    refuse_missing(hf_dir, hint=hub_id_hint(hf_dir, ""))
     configure_threads(1)  # torch writes the checkpoint: train's choice, for one process
 
     def run():

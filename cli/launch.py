@@ -36,6 +36,7 @@ from cli.errors import (
 )
 from cli.launch_flags import check_launch
 from cli.main import settle
+from cli.missing_path import missing_line, refuse_missing
 from cli.run_report import FinalValue, interrupted_run, report_run
 from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.check.printable import first_of
@@ -216,7 +217,6 @@ def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
     reported before anything starts (and before torch loads), with how to make one; `kind` is
     `sft` or `rl`, the table family `mfsdp data` writes. No training files and no --config
     (`config_given`) is said as that (`no_config_file`)."""
-    from mfsdp_ckpt.format.closest_path import where_relative
     from trainer.config import no_config_file
 
     hint = DATA_HINT.format(kind=kind)
@@ -238,7 +238,7 @@ def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
                 )
             if _nothing_named(path):
                 what = _list_hint(key, path) or _demo_data_hint(path, hint)
-                fail(f"data.{key}: {path}: no such file{where_relative(path)}; {what}", EXIT_USAGE)
+                fail(f"data.{key}: {missing_line(path)}; {what}", EXIT_USAGE)
             try:  # a FIFO or a device: reading it would block or never end
                 safe_files.regular_file(path)
             except CheckpointFileError as err:
@@ -538,6 +538,8 @@ def run_command(
     die_with_torchrun()  # in a rank of `--nproc-per-node N`, first of all
     flags = Launch(**launch)
     check_launch(flags)
+    if config_path is not None:
+        refuse_missing(config_path)
     cfg = load_checked_config(config_cls, config_path, list(overrides))
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))

@@ -53,7 +53,7 @@ def test_a_loop_on_the_way_is_named_too(tmp_path, capsys):
 
 def test_a_name_with_nothing_there_still_says_how_to_make_one(tmp_path, capsys):
     err = _refusal(capsys, str(tmp_path / "train.jsonl"))
-    assert ": no such file;" in err and "mfsdp data gsm8k|math" in err
+    assert ": no such file or directory;" in err and "mfsdp data gsm8k|math" in err
 
 
 def test_train_says_what_mfsdp_data_says_of_the_same_loop(tmp_path, monkeypatch, capsys):

@@ -73,8 +73,8 @@ def test_a_relative_path_names_the_directory_it_was_read_from(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.startswith(
-        "error: data.train_files: runs/demo/data/sft/train.parquet: no such file; relative "
-        f"paths are read from {tmp_path}; `mfsdp demo` writes it"
+        "error: data.train_files: runs/demo/data/sft/train.parquet: no such file or directory;"
+        f" relative paths are read from {tmp_path}; `mfsdp demo` writes it"
     ), done.stderr
     model = mfsdp(*TINY, _data(tmp_path), "model.path=models/q05", timeout=300)
     assert f"relative paths are read from {REPO})" in model.stderr, model.stderr

@@ -18,7 +18,8 @@ def test_a_missing_data_file_gets_no_download_hint(tmp_path, monkeypatch, capsys
         main()
     assert done.value.code == 2
     assert capsys.readouterr().err == (
-        f"error: gsm8k/train.jsonl: no such file; relative paths are read from {tmp_path}\n"
+        "error: gsm8k/train.jsonl: no such file or directory; relative paths are read from "
+        f"{tmp_path}\n"
     )
 
 

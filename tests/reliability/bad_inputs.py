@@ -110,14 +110,14 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         "--config pointing nowhere",
         lambda r: ["train", "sft", "--config", r / "nope.yaml"],
         2,
-        "cannot read config",
+        "nope.yaml: no such file or directory",
     ),
     BadInput(
         "data_missing",
         "data.train_files pointing nowhere",
         lambda r: _sft_on(r, r / "absent.jsonl"),
         2,
-        "absent.jsonl: no such file",
+        "absent.jsonl: no such file or directory",
     ),
     BadInput(
         "missing_columns",

@@ -183,7 +183,7 @@ def test_cli_ok_json_and_existing_output(tmp_path):
         ("shape", 1, "but config.json says"),
         ("no_config", 2, "no config.json"),
         ("family", 2, "'gpt2' is not one import-hf reads"),
-        ("missing", 2, "no such directory"),
+        ("missing", 2, "no such file or directory"),
         # transformers' Qwen2Config refuses it: the import would not load (was: imported)
         (
             "eps_text",
