@@ -43,6 +43,32 @@ def parse_size(text: str) -> int:
 DEFAULT_MAX_SHARD_SIZE = 5 * 10**9  # transformers' save_pretrained default
 
 
+def refuse_hf_config_dir_without_config(
+    hf_config: str | os.PathLike | None, ckpt: str | os.PathLike, role: str | None = None
+) -> None:
+    """ExportUsageError (exit 2) for an --hf-config dir with no config.json in it, before
+    anything lists it. A model dir's files (config, tokenizer) are found by walking it, and
+    the check for config.json came after that walk: `--hf-config /` (or a home dir) walked
+    the disk until "more than 100000 entries". Only `DIR/config.json` is looked at here; a
+    dir holding one is a model dir, listed as before. `ckpt` (and `role`): the checkpoint
+    exported, which the line names when the dir is one of its levels."""
+    from mfsdp_ckpt.convert.export_source import no_config_json
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+    from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
+    from mfsdp_ckpt.storage.tensorstore_store import is_url
+
+    if hf_config is None or is_url(str(hf_config)) or not os.path.isdir(hf_config):
+        return
+    if os.path.lexists(os.path.join(hf_config, HF_CONFIG_FILE)):
+        return
+    try:
+        exported = None if is_url(str(ckpt)) else resolve_checkpoint(ckpt, role=role)
+    except (MfsdpError, OSError):  # the export names what is wrong with it
+        exported = None
+    raise no_config_json(str(hf_config), hf_config, exported)
+
+
 DEFAULT_WORKERS = 4
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.validate import require_valid
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_options import refuse_hf_config_dir_without_config
 from mfsdp_ckpt.convert.export_plan import refuse_no_model_weights
 from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
@@ -206,6 +207,7 @@ def prepare_source(
     (`source.paths`): a run dir resolved again could name a newer step, committed by a run
     still saving meanwhile, and that step's files were then checked against the other's
     ("resolves outside the checkpoint") or validated with the other's reader."""
+    refuse_hf_config_dir_without_config(hf_config, ckpt, role)  # before any dir is walked
     source = source if source is not None else resolve_source(str(ckpt), io, role)
     check_out_dir(out, source.protected, model_dirs_of(hf_config))
     local_paths = source.paths
