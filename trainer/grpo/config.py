@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+from mfsdp_ckpt.check.printable import cut_to
+from mfsdp_ckpt.storage.output_path import collapse_dot_dot
 from trainer.config import (
     Betas,
     Checked,
@@ -115,7 +117,8 @@ def _not_keywords(kwargs: dict[Any, Any], key: str) -> str | None:
     if not named:
         return None
     return (
-        f"config key '{key}' has the {type(named[0]).__name__} key {named[0]!r:.40}: its keys"
+        f"config key '{key}' has the {type(named[0]).__name__} key {cut_to(repr(named[0]), 40)}:"
+        " its keys"
         " name the reward function's keyword arguments, so each is text"
     )
 
@@ -146,6 +149,14 @@ class GRPOTrainerConfig(TrainerConfig):
     # advantage), of each validation's (trainer/grpo/generations.py); None: not written
     rollout_data_dir: LocalPath | None = None
     validation_data_dir: LocalPath | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # written to as run_dir is, so read as it is: `DIR/new/..` names DIR (`output_path`)
+        if self.rollout_data_dir is not None:
+            self.rollout_data_dir = collapse_dot_dot(self.rollout_data_dir)
+        if self.validation_data_dir is not None:
+            self.validation_data_dir = collapse_dot_dot(self.validation_data_dir)
 
 
 @dataclass
