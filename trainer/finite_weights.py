@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # torch loads in the ranks, not where this module is imported
 class NonFiniteWeightsError(MfsdpFailedError, ValueError):
     """A weight of the model dir holds NaN/Inf (exit 1, as import-hf's refusal)."""
 
+    every_rank = True  # every rank reads the same files: rank 0 says it, once
+
 
 def refuse_nonfinite_weights(model: torch.nn.Module, files: SafetensorsSource) -> None:
     """NonFiniteWeightsError naming the file and tensor of the first parameter of `model`

@@ -82,6 +82,8 @@ class EmptyTableError(MfsdpFailedError, ValueError):
     only at its batch size ("exceeds the 0 training rows"), naming no file, and `mfsdp data`
     converted it into empty tables a run fails on later."""
 
+    every_rank = True  # every rank reads the same files: rank 0 says it, once
+
 
 class DataMemoryError(MfsdpFailedError):
     """Reading a data file ran out of memory (exit 1); names the file, which may be fine:
