@@ -30,6 +30,8 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ELEMENT_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^]]*)\]")  # `A[0]` in `unset 'A[0]'`
 _INDEXED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[")  # an array's `${NAME[@]}`, `${NAME[0]}`
 _GUARDED_SET = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")  # `${NAME:=default}` sets NAME
+# an array's assignment, `NAME=(a b)` or `NAME+=(c)`, whose first word `names_set` sees
+_ARRAY_SET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=\(")
 # the builtins that read variables' values from input, by the options of each that take an
 # argument (`read -a NAME` sets the array NAME); with `for`/`select`, `printf -v`, `getopts`
 # and arithmetic (`let`, `(( ))`, `$(( ))`) they set values only the running script knows
@@ -208,7 +210,9 @@ def names_set(words: list[str]) -> list[str]:
     for at, word in enumerate(words):
         word = word.lstrip("(").rstrip(")")
         names += [match.group(1) for match in _GUARDED_SET.finditer(word)]
-        if at not in prefixes and (ASSIGNMENT.match(word) or ELEMENT.match(word)):
+        if array := _ARRAY_SET.match(word):  # `A=(x y)`: `y)` is no command A is set for
+            names.append(array.group(1))
+        elif at not in prefixes and (ASSIGNMENT.match(word) or ELEMENT.match(word)):
             names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
     unset = words.index("unset") if "unset" in words else len(words)
     elements = [name for name, _index in unset_elements(words[unset + 1 :])]

@@ -251,6 +251,9 @@ class Variables:
         # from one set) in a block that may not run (`trainer.shell_lines.Blocks`), with
         # where: the variable set there and the line
         self.maybe: _Scoped[str, list[tuple[str, int]]] = _Scoped(self.trail)
+        # the elements of each array set in a block that may not run, by the variable set
+        # there and the line (an origin of `maybe`): what that block passes where it runs
+        self.block_elements: dict[tuple[str, int], list[str]] = {}
         # the variables set to values known only when the script runs (`unknowable_targets`),
         # with what set them and where: references to them stay as written
         self.unknown: _Scoped[str, str] = _Scoped(self.trail)
@@ -597,6 +600,22 @@ class Variables:
             else:
                 self.maybe.discard(name)
 
+    def set_in_block(self, name: str, items: list[str], line: int) -> None:
+        """The array `name` set to `items` on `line`, in a block that may not run: not set
+        here (`set_maybe`), its elements are kept for `words_in_blocks`."""
+        held = self.block_elements.setdefault((name, line), [])
+        held += [shell_quoting.stored(self.substitute(item)) for item in items]
+
+    def words_in_blocks(self, origins: list[tuple[str, int]]) -> list[str] | None:
+        """The words the blocks of `origins` (`Variables.origins`) may set, where each set an array
+        whose elements `set_in_block` kept; None where any set something else, or more
+        origins than are kept: what those blocks pass is not known here."""
+        if not origins or len(origins) > ORIGINS_KEPT:
+            return None
+        if any(origin not in self.block_elements for origin in origins):
+            return None
+        return [word for origin in origins for word in self.block_elements[origin]]
+
     def origins(self, value: str) -> list[tuple[str, int]]:
         """Where the variables `value` uses (as `$NAME`, `${NAME...}`, or a name inside
         `$(( ... ))`) are set in a block that may not run: [] when none is."""
@@ -849,7 +868,7 @@ class Variables:
                     f"{word}: set by {self.unknown[match.group(1)]} to words known only when"
                     " the script runs"
                 )
-            else:
+            elif match.group(1) not in self.maybe:  # else set in a block: flagged where used
                 notes.append(f"{word}: an array the script does not set; it passes no words")
         return spread
 

@@ -10,6 +10,7 @@ keys alike, none importing another for it.
 from __future__ import annotations
 
 from trainer import shell_command_targets, shell_variables
+from trainer.verl_keys import ignored_at_any_value
 from trainer.verl_script_state import Launch, Script
 
 
@@ -22,13 +23,6 @@ def flag_maybe(launch: Launch, key: str, value: str, origins: list[tuple[str, in
     (`value` still names it), and is said to be left unresolved, not used."""
     if not origins:
         return
-    lines: dict[str, list[str]] = {}
-    for name, line in origins[: shell_variables.ORIGINS_KEPT]:
-        lines.setdefault(name, []).append(str(line))
-    shown = ", ".join(
-        f"${name} (line{'s' * (len(numbers) > 1)} {', '.join(numbers)})"
-        for name, numbers in lines.items()
-    ) + (" and more" if len(origins) > shell_variables.ORIGINS_KEPT else "")
     left = {
         shell_command_targets.reference_name(match)
         for match in shell_command_targets.REFERENCE.finditer(value)
@@ -40,12 +34,63 @@ def flag_maybe(launch: Launch, key: str, value: str, origins: list[tuple[str, in
         if unresolved
         else "the value set outside it is used here: check it"
     )
-    launch.notes.append(
-        f"{key}={value}: {shown} set inside a block (an if/case branch, a loop, a function, or"
-        " after && or ||) that may not run, or in a subshell or pipeline, whose settings are"
-        f" not seen after it; {outcome}"
-    )
+    launch.notes.append(f"{key}={value}: {_set_in_a_block(origins)}; {outcome}")
     launch.incomplete.append(f"{key}={value}")
+
+
+def flag_maybe_words(
+    launch: Launch,
+    written: str,
+    origins: list[tuple[str, int]],
+    words: list[str] | None,
+    outside: list[str],
+) -> None:
+    """A word of the command whose overrides, not only their values, come from a variable
+    set inside a block that may not run (`flag_maybe`): `"${EXTRA[@]}"` or `$EXTRA` after
+    `if [ "$USE_LORA" = 1 ]; then EXTRA=(...lora_rank=64); fi`. The words it holds outside
+    the block are read (their keys flagged by `flag_maybe`); those only the block sets
+    were dropped without a word, and the conversion exited 0 without the LoRA keys. A word
+    whose key is written out (`lr=$LR`) is `flag_maybe`'s alone. Where the `words` the
+    blocks set are known (arrays' elements) and each sets a key the word passes outside
+    them too (`outside`, each flagged by `flag_maybe`) or one ignored at any value (Ray's
+    settings), the blocks add no key, and the word is not named."""
+    if not origins or written.startswith("-") or "$" not in written.partition("=")[0]:
+        return
+    if words is not None and all(
+        "=" in word
+        and (
+            word.partition("=")[0] in outside
+            or ignored_at_any_value(launch.command, word.partition("=")[0])
+        )
+        for word in words
+    ):
+        return
+    lines = sorted({line for _name, line in origins})
+    launch.notes.append(
+        f"{written}: {_set_in_a_block(origins)}; the words it passes where that block runs"
+        " are not followed here (this config has only those it holds outside it): pass them"
+        " as overrides in the command, or add them to this config"
+    )
+    launch.incomplete.append(
+        f"{written} (set in a block that may not run, line{'s' * (len(lines) > 1)}"
+        f" {', '.join(map(str, lines))})"
+    )
+
+
+def _set_in_a_block(origins: list[tuple[str, int]]) -> str:
+    """Where the variables of `origins` are set in a block that may not run, in words."""
+    lines: dict[str, list[str]] = {}
+    for name, line in origins[: shell_variables.ORIGINS_KEPT]:
+        lines.setdefault(name, []).append(str(line))
+    shown = ", ".join(
+        f"${name} (line{'s' * (len(numbers) > 1)} {', '.join(numbers)})"
+        for name, numbers in lines.items()
+    ) + (" and more" if len(origins) > shell_variables.ORIGINS_KEPT else "")
+    return (
+        f"{shown} set inside a block (an if/case branch, a loop, a function, or after && or"
+        " ||) that may not run, or in a subshell or pipeline, whose settings are not seen"
+        " after it"
+    )
 
 
 def flag_opaque(launch: Launch, key: str, value: str, origins: list[tuple[str, str]]) -> None:

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainer import shell_command_targets, shell_lines, shell_quoting, shell_variables
-from trainer.verl_script_flags import flag_maybe, flag_opaque
+from trainer.verl_script_flags import flag_maybe, flag_maybe_words, flag_opaque
 from trainer.verl_script_hydra import expanded_hydra_options
+from trainer.verl_script_pieces import command_arguments
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
 from trainer.verl_script_torchrun import read_torchrun
 from trainer.verl_source import config_class, hydra_refusal, names_a_path
@@ -24,10 +25,10 @@ from trainer.verl_source import config_class, hydra_refusal, names_a_path
 _FORWARDED = shell_variables.FORWARDED
 
 
-def read_launch(script: Script, piece: shell_lines.Piece, source: Path) -> None:
+def read_launch(script: Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
     """Take the command `piece` (one of a list or pipeline: `shell_quoting.simple_commands`)
-    as the script's last verl trainer command if it starts one, read with the variables as
-    they stand. One in a function's body is read again where the function is called
+    on line `number` as the script's last verl trainer command if it starts one, read with
+    the variables as they stand. One in a function's body is read again where the function is called
     (`verl_script_reader._read_call`); if it never is, this reading, where the body stands,
     is the one kept. Each is counted once, as written, however often it is read."""
     words, named_by = _module_spread(piece.words, script.variables)
@@ -37,7 +38,8 @@ def read_launch(script: Script, piece: shell_lines.Piece, source: Path) -> None:
                 script.launches += 1
             command = "grpo" if module in GRPO_MODULES else "sft"
             at = words.index(module)
-            written = Launch(command, module, words[at + 1 :])
+            # less its redirections (`2>&1 | tee log`): bash gives verl none of them
+            written = Launch(command, module, command_arguments(words[at + 1 :]), line=number)
             written.torchrun = read_torchrun(words[:at], script.variables, written)
             script.launch = _expand_launch(written, script.variables, source)
             script.launch.notes += [
@@ -100,6 +102,10 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
     before = len(variables.notes)
     cls = config_class(launch.command)
     spread = _split(list(_spread(launch.words, variables, launch.notes)), variables, launch, source)
+    for written in dict.fromkeys(launch.words):
+        origins = variables.origins(written)
+        outside = [word.partition("=")[0] for word, spread_from in spread if spread_from == written]
+        flag_maybe_words(launch, written, origins, variables.words_in_blocks(origins), outside)
     launch.hydra = expanded_hydra_options([word for word, _written in spread], variables, launch)
     for word, written in ((shell_quoting.whole_ansi_c(w), written) for w, written in spread):
         if word in _FORWARDED:
@@ -175,12 +181,15 @@ def _split(
             splits = getattr(word, "unquoted", ()) or getattr(word, "expanded", False)
             if splits and variables.ifs() is None:
                 _refuse(launch, f"{source}: {written}: {_IFS_UNKNOWN}")
-            word = _override_of(word, variables)
+            word, passed = _override_of(word, variables)
+            if passed is not None and not _after_option(words):
+                _refuse_bare(launch, source, passed, written, word)
+            _note_unread(launch, word, written, _after_option(words))
             _refuse_second_equals(launch, source, word, written)
             words.append((word, written))
             continue
         for field in fields:
-            after_option = bool(words) and words[-1][0].startswith("-") and "=" not in words[-1][0]
+            after_option = _after_option(words)
             bare = not any(char in field for char in "=$") and field[:1] not in ("-", "~")
             if bare and not after_option:
                 _refuse(
@@ -189,25 +198,68 @@ def _split(
                     f" {field!r} to verl as a word of its own, which Hydra refuses as an"
                     " override without '=': quote it (\"...\") to pass one word",
                 )
-            elif _unread(field, after_option):
-                launch.notes.append(
-                    f"{written}: a value known only when the script runs, passed to verl as"
-                    " words of their own; the overrides it holds are not in this config: add"
-                    " them to it"
-                )
+            else:
+                _note_unread(launch, field, written, after_option)
             _refuse_second_equals(launch, source, field, written)
             words.append((field, written))
     return words
 
 
-def _override_of(word: str, variables: shell_variables.Variables) -> str:
+def _after_option(words: list[tuple[str, str]]) -> bool:
+    """Whether the next word stands after an option that takes it (`--config-name NAME`):
+    the words so far, each with the word as written, end in an option without `=`."""
+    return bool(words) and words[-1][0].startswith("-") and "=" not in words[-1][0]
+
+
+def _refuse_bare(launch: Launch, source: Path, passed: str, written: str, word: str) -> None:
+    """Refuse `launch` where verl receives `passed` (the text bash passes for `word`, no
+    option, nor its argument: `_override_of`) as an override without `=` that is no Hydra
+    delete (`~key`): Hydra refuses it ("missing EQUAL"; `' '` and `''` too) and verl never
+    starts, where the conversion dropped it and exited 0: `optim.lr 5e-7`, a stray `x`, an
+    element of an array spread (`A=(x y)`), or the `' '` a space after a line's trailing
+    backslash passes."""
+    hint = (
+        " (a space after a line's trailing backslash passes ' ', and the lines after it are"
+        " a command of their own)"
+        if passed.isspace()
+        else ""
+    )
+    shown = f"{written}: " if written != word else ""
+    _refuse(
+        launch,
+        f"{source}: the verl command at line {launch.line}: {shown}verl receives {passed!r}"
+        f" as an override without '=', which Hydra refuses, and verl does not start{hint}:"
+        " write it as key=value",
+    )
+
+
+def _override_of(word: str, variables: shell_variables.Variables) -> tuple[str, str | None]:
     """A quoted word whose `=` comes from a variable (`"$X"` holding `k=v`, `"$1"`) as the
     override bash passes, expanded; read as written, it held no `=` and was dropped
-    without a word. Any other word as it is."""
-    if word.startswith("-") or "=" in shell_command_targets.REFERENCE.sub("", word):
-        return word
+    without a word. Any other word as it is. With it, the text bash passes where that
+    holds no `=` and is known here (`_refuse_bare`); None where it holds one, is an option
+    or Hydra's delete (`~key`), or is known only when the script runs (a variable set in a
+    block that may not run or not by the script, the script's own argument)."""
+    if (
+        word.startswith(("-", "~"))
+        or word in _FORWARDED
+        or "=" in shell_command_targets.REFERENCE.sub("", word)
+    ):
+        return word, None
+    notes = len(variables.notes)
     expanded = variables.substitute(word)
-    return expanded if "=" in expanded else word
+    if "=" in expanded:
+        return expanded, None
+    unknown = (
+        len(variables.notes) > notes  # the script's own argument (`${1:-}`)
+        or variables.origins(word)
+        or variables.opaque_origins(word)
+        or variables.unknowable_notes(word)
+    )
+    passed = shell_quoting.literal(shell_quoting.whole_ansi_c(expanded))
+    if unknown or "=" in passed or any(mark in passed for mark in ("$", "`", shell_quoting.ANSI_C)):
+        return word, None
+    return word, passed
 
 
 def _refuse_second_equals(launch: Launch, source: Path, word: str, written: str) -> None:
@@ -232,6 +284,17 @@ _IFS_UNKNOWN = (
 )
 # an override whose value holds an `=` outside Hydra's quotes (`a=1 b=2`, `a=x=y`)
 _HYDRA_SECOND_EQUALS = re.compile(r"^[^=]*=(?:[^='\"]|'[^']*'|\"[^\"]*\")*=")
+
+
+def _note_unread(launch: Launch, word: str, written: str, after_option: bool) -> None:
+    """A note on a word of the command no part of which is read here (`_unread`): `$EXTRA`
+    or `"$EXTRA"` of a variable the script does not set. Quoted, it went without a word."""
+    note = (
+        f"{written}: a value known only when the script runs, passed to verl as words of"
+        " their own; the overrides it holds are not in this config: add them to it"
+    )
+    if _unread(word, after_option) and note not in launch.notes:
+        launch.notes.append(note)
 
 
 def _unread(word: str, after_option: bool) -> bool:

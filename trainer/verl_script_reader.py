@@ -192,6 +192,7 @@ def _starts_array(script: Script, piece: shell_lines.Piece, number: int) -> bool
         script.variables.read_line([piece.words[0], start.group(1)], number)
     script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
     script.array_guarded = piece.maybe() or piece.skipped
+    script.array_line = number
     rest = piece.words[declared + 1 :]
     _read_array(script, [start.group(3), *rest] if start.group(3) else rest)
     return True
@@ -242,9 +243,11 @@ def _read_array(script: Script, words: list[str]) -> None:
     assert script.array is not None
     words = [made for word in words for made in _element_words(word)]
     if script.array.read(words):
+        array = script.array
         if not script.array_guarded:
-            array = script.array
             script.variables.assign_array(array.name, array.items, array.append)
+        elif (array.name, script.array_line) in script.variables.maybe.get(array.name, []):
+            script.variables.set_in_block(array.name, array.items, script.array_line)
         script.array = None
 
 
@@ -278,7 +281,7 @@ def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: P
             variables.set_maybe(name, number)
     if not sets_only:  # `: $((N = 8))` and `BS=$((N++))` set N too
         launch, lost = script.launch, len(variables.lost)
-        read_launch(script, piece, source)
+        read_launch(script, piece, number, source)
         if script.launch is not launch and script.launch is not None:
             _list_lost_words(script.launch, variables, lost)
         del variables.lost[lost:]

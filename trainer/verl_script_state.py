@@ -33,6 +33,7 @@ class Launch:
     incomplete: list[str] = field(default_factory=list)  # keys to check (`flag_maybe`)
     # torchrun's options where the command starts verl through it (`verl_script_torchrun`)
     torchrun: Torchrun | None = None
+    line: int = 0  # the script's line the command is on (in a function, in its body)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Script:
     launches: int = 0
     array: shell_variables.Array | None = None  # a bash array being read, over lines
     array_guarded: bool = False  # that array is set in a block that may not run: not set here
+    array_line: int = 0  # the line that array starts on
     blocks: shell_lines.Blocks = field(default_factory=shell_lines.Blocks)
     # the commands read so far, each with its line, in the reading going on (the
     # script's, or a body's read again: `verl_script_reader._read_again`), and the bodies

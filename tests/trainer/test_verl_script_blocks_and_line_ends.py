@@ -116,7 +116,9 @@ def test_the_verl_command_inside_a_block_is_still_found(tmp_path):
     assert conversion.incomplete == []
 
 
-ENDINGS = {"no-newline": "\\", "crlf": "\\\r\n", "newline": "\\\n", "escaped-space": "\\ "}
+# (a backslash and a space at the end passes ' ', which Hydra refuses: refused, in
+# test_verl_script_words_set_in_blocks_and_bare_words.py)
+ENDINGS = {"no-newline": "\\", "crlf": "\\\r\n", "newline": "\\\n"}
 
 
 @pytest.mark.parametrize("ending", list(ENDINGS))
