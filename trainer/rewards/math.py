@@ -111,12 +111,12 @@ def _braced_sqrt(text: str) -> str:
     """`\\sqrt3` -> `\\sqrt{3}`: the one character after an unbraced `\\sqrt` is braced,
     whatever it is."""
     pieces = text.split("\\sqrt")
-    out = pieces[0]
+    out = [pieces[0]]  # joined once: `+=` on a string may copy it for every piece
     for piece in pieces[1:]:
         if not piece:
             raise _NotNormalizable("\\sqrt with nothing after it")
-        out += "\\sqrt" + (piece if piece.startswith("{") else "{" + piece[0] + "}" + piece[1:])
-    return out
+        out += ("\\sqrt", piece if piece.startswith("{") else "{" + piece[0] + "}" + piece[1:])
+    return "".join(out)
 
 
 def _braced_fractions(text: str) -> str:
@@ -124,19 +124,19 @@ def _braced_fractions(text: str) -> str:
     characters after an unbraced `\\frac` are braced; a `\\frac` with one character after it
     leaves the whole text as it is."""
     pieces = text.split("\\frac")
-    out = pieces[0]
+    out = [pieces[0]]  # joined once, as in `_braced_sqrt`
     for piece in pieces[1:]:
         if not piece:
             raise _NotNormalizable("\\frac with nothing after it")
         if piece.startswith("{"):
-            out += "\\frac" + piece
+            out += ("\\frac", piece)
         elif len(piece) == 1:
             return text
         elif piece[1] == "{":
-            out += "\\frac{" + piece[0] + "}" + piece[1:]
+            out += ("\\frac{", piece[0], "}", piece[1:])
         else:
-            out += "\\frac{" + piece[0] + "}{" + piece[1] + "}" + piece[2:]
-    return out
+            out += ("\\frac{", piece[0], "}{", piece[1], "}", piece[2:])
+    return "".join(out)
 
 
 def _is_plain_integer(text: str) -> bool:
