@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.storage import bounded_yaml
@@ -56,7 +57,8 @@ class _ConfigLoader(BoundedLoader):
         text = str(node.value).lstrip("+-").replace("_", "")
         if ":" in text or (len(text) > 1 and text[0] == "0" and text.isdigit()):
             raise YAMLRefused(
-                f"{node.value!r:.80} at line {node.start_mark.line + 1} is an integer only in"
+                f"{cut_to(repr(node.value), 80)} at line {node.start_mark.line + 1} is an integer"
+                " only in"
                 f" YAML 1.1's octal or base-60 forms, read as {shown_value(value)}"
                 f" {_YAML_1_1_ONLY}"
             )
@@ -67,7 +69,8 @@ class _ConfigLoader(BoundedLoader):
         before it is computed."""
         if ":" in str(node.value):
             raise YAMLRefused(
-                f"{node.value!r:.80} at line {node.start_mark.line + 1} is a number only in"
+                f"{cut_to(repr(node.value), 80)} at line {node.start_mark.line + 1} is a number"
+                " only in"
                 f" YAML 1.1's base-60 form {_YAML_1_1_ONLY}"
             )
         return super().construct_yaml_float(node)

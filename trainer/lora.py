@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
@@ -168,7 +169,7 @@ def _refuse_overflowing_scale(settings: dict[str, Any], key: str) -> None:
         return
     over = f"sqrt(r) (r={rank}, use_rslora)" if rslora else f"the rank {rank}"
     raise ConfigError(
-        f"{key}: {alpha!r:.40} over {over} scales the adapter by {scale:.6g}, past the"
+        f"{key}: {cut_to(repr(alpha), 40)} over {over} scales the adapter by {scale:.6g}, past the"
         f" {MAX_LORA_SCALE:g} a LoRA run takes (PEFT's default scale is 1); give an alpha"
         f" of at most {MAX_LORA_SCALE:g} times that"
     )

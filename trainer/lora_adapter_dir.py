@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.lora_fields import LoraFieldError, lora_settings, plain_lora_init
 from mfsdp_ckpt.lora import (
@@ -224,10 +224,10 @@ def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
                 "note: model.%s=%s is not used: %s has %s %s, which is what trains (as verl"
                 " trains an adapter it is given)",
                 key,
-                f"{given!r:.120}",
+                cut_to(repr(given), 120),
                 adapter.config_file,
                 name,
-                f"{own!r:.120}",
+                cut_to(repr(own), 120),
             )
 
 
@@ -236,7 +236,7 @@ def set_by_adapter(config_file: Path, name: str, value: Any) -> str:
     field, the file and the key that gives the file. The model.* key beside it is not used
     (`note_replaced_settings`), and a refusal that said to set that key back named a key no
     value of which could clear it."""
-    shown = listed_targets(value) if isinstance(value, list) else f"{value!r:.120}"
+    shown = listed_targets(value) if isinstance(value, list) else cut_to(repr(value), 120)
     return f"{name} {shown} from {config_file} ({KEY})"
 
 
@@ -313,7 +313,7 @@ def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]
         raise ConfigError(f"{where}: {err}") from None
     for name, (fits, wanted) in CHECKED.items():
         if name in data and not fits(data[name]):
-            raise ConfigError(f"{where}: {name} is {data[name]!r:.80}, not {wanted}")
+            raise ConfigError(f"{where}: {name} is {cut_to(repr(data[name]), 80)}, not {wanted}")
     settings = {name: data[name] for name in USED if name in data}
     check_layers_pattern(settings.get("layers_pattern"), f"{where}: layers_pattern")
     if isinstance(settings["target_modules"], str) and settings.get("layers_to_transform"):
@@ -346,7 +346,8 @@ def _refuse_unknown_options(data: dict[str, Any], config_file: Path) -> None:
     )
     if found is not None:
         raise ConfigError(
-            f"{KEY}: {config_file}: {found[0]}={found[1]!r:.120} is a LoRA option the installed"
+            f"{KEY}: {config_file}: {found[0]}={cut_to(repr(found[1]), 120)} is a LoRA option the"
+            " installed"
             f" peft {peft.__version__} does not know (an adapter saved by a newer peft?): it"
             " would be dropped and the adapter trained as plain LoRA; use a peft that knows it"
         )
@@ -385,11 +386,14 @@ def _refuse_not_plain(data: dict[str, Any], path: Path) -> None:
         None,
     )
     if found is not None:
-        raise ConfigError(f"{where}: LoRA option {found[0]}={found[1]!r:.120} is not supported")
+        raise ConfigError(
+            f"{where}: LoRA option {found[0]}={cut_to(repr(found[1]), 120)} is not supported"
+        )
     init = data.get("init_lora_weights", True)
     if not plain_lora_init(init):
         raise ConfigError(
-            f"{where}: init_lora_weights={init!r:.120} is not plain LoRA's init (peft would rewrite"
+            f"{where}: init_lora_weights={cut_to(repr(init), 120)} is not plain LoRA's init (peft"
+            " would rewrite"
             " the frozen base weights with it, and the merged export and GRPO's reference"
             " use the base as saved); use an adapter with init_lora_weights true, false or"
             " gaussian"

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from mfsdp_ckpt.check.printable import cut_to
 from trainer.config import ConfigError
 
 ALL_LINEAR = "all-linear"  # PEFT's own shorthand, no regex
@@ -63,7 +64,8 @@ def named_targets(targets: Any, module_names: Iterable[str], key: str) -> Any:
     if not matched:
         example = next((name for name in names if name.count(".") > 2), "")
         raise ConfigError(
-            f"{key}: the regex {targets!r:.200} matches no module of the model (module names"
+            f"{key}: the regex {cut_to(repr(targets), 200)} matches no module of the model (module"
+            " names"
             f" are full paths, such as {example!r}); or give names such as [q_proj, v_proj]"
         )
     return matched
@@ -92,17 +94,21 @@ def regex_matches(pattern: str, names: list[str], key: str) -> list[str]:
         )
     except subprocess.TimeoutExpired:
         raise ConfigError(
-            f"{key}: the regex {pattern!r:.200} takes over {REGEX_SECONDS:g} s to match the"
+            f"{key}: the regex {cut_to(repr(pattern), 200)} takes over {REGEX_SECONDS:g} s to"
+            " match the"
             f" model's {len(names)} module names (it backtracks); name the modules instead,"
             " such as [q_proj, v_proj]"
         ) from None
     if done.returncode == _BAD_PATTERN:
-        raise ConfigError(f"{key}: {pattern!r:.200} is not a regex ({done.stderr.strip()})")
+        raise ConfigError(
+            f"{key}: {cut_to(repr(pattern), 200)} is not a regex ({done.stderr.strip()})"
+        )
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         raise ConfigError(
-            f"{key}: matching the regex {pattern!r:.200} against the module names failed"
-            f" within {REGEX_MEMORY >> 20} MiB ({said[:200]})"
+            f"{key}: matching the regex {cut_to(repr(pattern), 200)} against the module names"
+            " failed"
+            f" within {REGEX_MEMORY >> 20} MiB ({cut_to(said, 200)})"
         )
     return list(json.loads(done.stdout))
 
@@ -114,7 +120,8 @@ def check_layers_pattern(value: Any, key: str) -> None:
     if value is None or (isinstance(names, list) and all(_plain_name(n) for n in names)):
         return
     raise ConfigError(
-        f"{key}: {value!r:.120} is not a module name or a list of them (such as 'layers')"
+        f"{key}: {cut_to(repr(value), 120)} is not a module name or a list of them (such as"
+        " 'layers')"
     )
 
 
@@ -207,7 +214,8 @@ def _refuse_unmatched_names(targets: Any, module_names: list[str], key: str) -> 
     for target in sorted(targets):
         if not any(name == target or name.endswith(f".{target}") for name in module_names):
             raise ConfigError(
-                f"{key}: {target!r:.200} names no module of the model (module names end in"
+                f"{key}: {cut_to(repr(target), 200)} names no module of the model (module names"
+                " end in"
                 " q_proj, v_proj, ...); give names the model has, or all-linear"
             )
 

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert.asset_rewrites import generation_config_note, generation_config_problem
 from mfsdp_ckpt.convert.export_source import (
     MAX_JSON_ASSET_BYTES,
@@ -134,7 +134,8 @@ def check_chat_template_value(directory: Path) -> None:
     where = f"{path} [{TEMPLATE_KEY}]"
     if not isinstance(template, (list, dict)):
         raise ConfigError(
-            f"{where}: {template!r:.80} is not a string (a Jinja chat template) or a list of"
+            f"{where}: {cut_to(repr(template), 80)} is not a string (a Jinja chat template) or a"
+            " list of"
             f" named templates; {_TEMPLATE_REMEDY}"
         )
     named = _named_templates(template, where) if isinstance(template, list) else template
@@ -147,7 +148,7 @@ def check_chat_template_value(directory: Path) -> None:
     if not isinstance(named[DEFAULT_TEMPLATE], str):
         raise ConfigError(
             f"{where}: its {DEFAULT_TEMPLATE!r} template, the one transformers renders, is"
-            f" {named[DEFAULT_TEMPLATE]!r:.80}, not a string (a Jinja chat template);"
+            f" {cut_to(repr(named[DEFAULT_TEMPLATE]), 80)}, not a string (a Jinja chat template);"
             f" {_TEMPLATE_REMEDY}"
         )
 
@@ -182,7 +183,7 @@ def _named_templates(entries: list[Any], where: str) -> dict[Any, Any]:
     for index, entry in enumerate(entries):
         if not (isinstance(entry, dict) and {"name", "template"} <= entry.keys()):
             raise ConfigError(
-                f"{where}[{index}]: {entry!r:.80} is not a named template"
+                f"{where}[{index}]: {cut_to(repr(entry), 80)} is not a named template"
                 f' ({{"name": ..., "template": ...}}); {_TEMPLATE_REMEDY}'
             )
     return {entry["name"]: entry["template"] for entry in entries}

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert.hf_config import read_config_json
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
@@ -73,7 +73,7 @@ def check_model_config(assets: Path) -> None:
     model_type = data["model_type"]
     if model_type not in SUPPORTED_FAMILIES:
         raise ConfigError(
-            f"{config_file}: model_type {model_type!r:.80} is not a family mfsdp trains"
+            f"{config_file}: model_type {cut_to(repr(model_type), 80)} is not a family mfsdp trains"
             f" ({', '.join(SUPPORTED_FAMILIES)})"
         )
 
@@ -107,7 +107,8 @@ def check_tokenizer_class(directory: Path) -> None:
     )
     if not known:
         raise ConfigError(
-            f"{path}: tokenizer_class {name!r:.80} is not a tokenizer transformers has (one"
+            f"{path}: tokenizer_class {cut_to(repr(name), 80)} is not a tokenizer transformers has"
+            " (one"
             " that needs code shipped with it, which mfsdp never runs)"
         )
 
@@ -133,7 +134,8 @@ def _refuse_code(path: Path, data: Any) -> None:
     if isinstance(data, dict) and data.get(CODE_KEY):
         raise ConfigError(
             f"{path}: {CODE_KEY} names code shipped with the model"
-            f" ({_first_entry(data[CODE_KEY])!r:.120}), which mfsdp never runs; use a model"
+            f" ({cut_to(repr(_first_entry(data[CODE_KEY])), 120)}), which mfsdp never runs; use a"
+            " model"
             f" and tokenizer transformers has itself ({', '.join(SUPPORTED_FAMILIES)})"
         )
 

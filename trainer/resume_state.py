@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.check.validate import CheckpointInvalidError
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
@@ -32,7 +33,7 @@ def check_trainer_state(
     for key, value in progress.items():
         if not _is_int(value):
             raise CheckpointInvalidError(
-                f"{where}: its trainer state holds {key}={value!r:.40}, not an integer;"
+                f"{where}: its trainer state holds {key}={cut_to(repr(value), 40)}, not an integer;"
                 " refusing to resume from it (damaged or edited)"
             )
     step = progress[STEP]

@@ -33,7 +33,7 @@ import typing
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import cut_to, error_line
 from trainer.config import ConfigError
 
 ROPE_LOGGER = "transformers.modeling_rope_utils"
@@ -157,7 +157,7 @@ def _type_problem(key: str, value: Any) -> str | None:
             return None
         except TypeError:
             continue
-    return f"{key} is {value!r:.80}, not {declared}"
+    return f"{key} is {cut_to(repr(value), 80)}, not {declared}"
 
 
 def _floats_for_ints(value: Any) -> Any:

@@ -8,11 +8,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
+
 MAX_SHOWN_CHARS = 80
 
 
 def shown_value(value: Any) -> str:
-    """`repr(value)` cut to MAX_SHOWN_CHARS characters; an integer of more digits shows its
+    """`repr(value)` cut to MAX_SHOWN_CHARS characters (`cut_to`: its start and end, and how
+    many were left out between them); an integer of more digits shows its
     first 40 and says how many it has (or that it has more than Python writes)."""
     try:
         text = repr(value)
@@ -22,4 +25,4 @@ def shown_value(value: Any) -> str:
         return text
     if isinstance(value, int):
         return f"{text[:40]}... ({len(text.lstrip('-'))} digits)"
-    return text[:MAX_SHOWN_CHARS]
+    return cut_to(text, MAX_SHOWN_CHARS)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS
 
 BEHAVIOUR_KEYS = (
@@ -237,8 +237,8 @@ def shown_behaviour(key: str, value: Any) -> str:
     if not sizes:
         return "none"
     if len(sizes) == 1 and None not in value:
-        return f"{sizes.pop()!r:.40} on every layer"
-    windowed = [f"{i}: {w!r:.40}" for i, w in enumerate(value) if w is not None]
+        return f"{cut_to(repr(sizes.pop()), 40)} on every layer"
+    windowed = [f"{i}: {cut_to(repr(w), 40)}" for i, w in enumerate(value) if w is not None]
     return f"{{{first_of(windowed, _SHOWN_LAYERS)}}}"
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert.asset_rewrites import code_map_words
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
@@ -102,7 +102,9 @@ def _config_data(data: object, where: str | os.PathLike, error: type[Exception])
     if "model_type" not in data:
         raise error(f"{where}: no model_type")
     if not isinstance(data["model_type"], str):
-        raise error(f"{where}: model_type must be a string, got {data['model_type']!r:.80}")
+        raise error(
+            f"{where}: model_type must be a string, got {cut_to(repr(data['model_type']), 80)}"
+        )
     found = first_nonfinite(data)
     if found is not None:
         raise error(
@@ -251,7 +253,8 @@ def check_geometry(data: dict, where: str | os.PathLike) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
             raise HFConfigError(
-                f"{where}: {key} must be a positive integer below 2**63 (int64), got {value!r:.80}"
+                f"{where}: {key} must be a positive integer below 2**63 (int64), got"
+                f" {cut_to(repr(value), 80)}"
             )
     layers = data.get("num_hidden_layers")
     if layers is not None and layers > MAX_LAYERS:
@@ -261,7 +264,9 @@ def check_geometry(data: dict, where: str | os.PathLike) -> None:
         if experts is None:
             continue
         if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
-            raise HFConfigError(f"{where}: {key} must be a count of experts, got {experts!r:.80}")
+            raise HFConfigError(
+                f"{where}: {key} must be a count of experts, got {cut_to(repr(experts), 80)}"
+            )
         if experts > MAX_EXPERTS:
             raise HFConfigError(f"{where}: {key}={experts} is over the {MAX_EXPERTS} allowed")
         if layers is not None and layers * experts > MAX_EXPERTS_IN_ALL_LAYERS:
@@ -345,7 +350,7 @@ def expected_weights(config: PretrainedConfig) -> ExpectedWeights:
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise HFConfigError(
             f"config.json (model_type {config.model_type!r}): transformers builds no causal"
-            f" LM from it ({first_line[:200]})"
+            f" LM from it ({cut_to(first_line, 200)})"
         ) from None
     from mfsdp_ckpt.convert.fused_experts import hub_expert_names
 

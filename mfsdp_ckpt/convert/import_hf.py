@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.asset_rewrites import (
     CODE_KEY,
@@ -374,7 +374,7 @@ def _read_config(hf_dir: Path):
     if model_type not in MCORE_IMPORT_FAMILIES:
         code = code_map_words(data)
         raise ImportUsageError(
-            f"{config_file}: model family {model_type!r:.80} is not one import-hf reads"
+            f"{config_file}: model family {cut_to(repr(model_type), 80)} is not one import-hf reads"
             f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))}){f'; {code}' if code else ''}"
         )
     try:

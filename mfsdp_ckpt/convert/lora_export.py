@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.check.report import ERROR
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, validate_checkpoint
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
@@ -189,7 +190,8 @@ def _refuse_rewritten_base(manifest: Manifest, paths: layout.CheckpointPaths) ->
     init = manifest.lora.get("init_lora_weights", True)
     if not plain_lora_init(init):
         raise ExportError(
-            f"{paths.manifest}: the adapter's init_lora_weights {init!r:.120} rewrote the base"
+            f"{paths.manifest}: the adapter's init_lora_weights {cut_to(repr(init), 120)} rewrote"
+            " the base"
             " weights it trained on, so a merge onto the base on disk is not the trained"
             " model; export it with --adapter-only (peft redoes that rewrite on load)"
         )

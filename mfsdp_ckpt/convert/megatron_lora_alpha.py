@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
@@ -83,12 +84,14 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
         found = "use_rslora", data["use_rslora"]
     if found is not None:
         raise ForeignWeightsError(
-            f"{file}: {found[0]} {found[1]!r:.120}; export-hf converts {SUPPORTED_VARIANT} only"
+            f"{file}: {found[0]} {cut_to(repr(found[1]), 120)}; export-hf converts"
+            f" {SUPPORTED_VARIANT} only"
         )
     init = data.get("init_lora_weights")
     if not plain_lora_init(init):
         raise ForeignWeightsError(
-            f"{file}: init_lora_weights {init!r:.120} is not plain LoRA's init (pissa, olora"
+            f"{file}: init_lora_weights {cut_to(repr(init), 120)} is not plain LoRA's init (pissa,"
+            " olora"
             " and the like replace the base weights the adapter is added to, and peft redoes"
             " that when it loads the adapter; a merge does not); export-hf converts"
             f" {SUPPORTED_VARIANT} only"

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert.config_behaviour import (
     FAMILY_DEFAULTS,
     WINDOWED_FAMILIES,
@@ -225,8 +225,9 @@ def refuse_attention_window(config: JsonConfig | PretrainedConfig) -> None:
             raise UnsupportedModelError(
                 "config: num_hidden_layers and max_window_layers must be integers and"
                 " layer_types one entry per layer, got"
-                f" {data.get('num_hidden_layers')!r:.40}, {data.get('max_window_layers')!r:.40}"
-                f" and {data.get('layer_types')!r:.80}"
+                f" {cut_to(repr(data.get('num_hidden_layers')), 40)},"
+                f" {cut_to(repr(data.get('max_window_layers')), 40)}"
+                f" and {cut_to(repr(data.get('layer_types')), 80)}"
             )
         return
     if found.unwindowed:
@@ -242,11 +243,13 @@ def refuse_attention_window(config: JsonConfig | PretrainedConfig) -> None:
     window, positions = found.size, found.positions
     if not is_int(window):
         raise UnsupportedModelError(
-            f"config: sliding_window must be null or a positive integer, got {window!r:.80}"
+            "config: sliding_window must be null or a positive integer, got"
+            f" {cut_to(repr(window), 80)}"
         )
     if not is_int(positions):
         raise UnsupportedModelError(
-            f"config: max_position_embeddings must be a positive integer, got {positions!r:.80}"
+            "config: max_position_embeddings must be a positive integer, got"
+            f" {cut_to(repr(positions), 80)}"
         )
     if window < positions:
         raise UnsupportedModelError(
@@ -439,13 +442,15 @@ def refuse_mixed_moe_layers(config: JsonConfig | PretrainedConfig) -> None:
     step: Any = getattr(config, "decoder_sparse_step", 1)
     if dense:
         raise UnsupportedModelError(
-            f"config: mlp_only_layers={dense!r:.80} keeps dense layers among the MoE ones;"
+            f"config: mlp_only_layers={cut_to(repr(dense), 80)} keeps dense layers among the MoE"
+            " ones;"
             " Megatron's record of such a model (moe_layer_freq) does not export back, so"
             " --layout mcore refuses it (--layout hf imports it)"
         )
     if step != 1:
         raise UnsupportedModelError(
-            f"config: decoder_sparse_step={step!r:.40} keeps dense layers among the MoE ones;"
+            f"config: decoder_sparse_step={cut_to(repr(step), 40)} keeps dense layers among the"
+            " MoE ones;"
             " Megatron's record of such a model (moe_layer_freq) does not export back, so"
             " --layout mcore refuses it (--layout hf imports it)"
         )
@@ -474,12 +479,14 @@ def refuse_other_computation(config: JsonConfig | PretrainedConfig) -> None:
     activation = data.get("hidden_act", FAMILY_DEFAULTS.get(family, {}).get("hidden_act"))
     if activation is not None and activation not in SWIGLU_ACTIVATIONS:
         found.append(
-            f"hidden_act={activation!r:.40} (the mcore MLPs are Megatron-LM's --swiglu, silu)"
+            f"hidden_act={cut_to(repr(activation), 40)} (the mcore MLPs are Megatron-LM's"
+            " --swiglu, silu)"
         )
     biases = [key for key in _BIAS_KEYS if key in FAMILY_DEFAULTS.get(family, {}) and data.get(key)]
     if biases:
         found.append(
-            f"{', '.join(f'{key}={data[key]!r:.20}' for key in biases)} (the {family} mcore"
+            f"{', '.join(f'{key}={cut_to(repr(data[key]), 20)}' for key in biases)} (the {family}"
+            " mcore"
             " table maps no linear biases)"
         )
     rope = megatron_rope_mismatch(data)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.config_behaviour import rope_of
 
 # Megatron-core's Llama 3.1 scaling constants beside its factor (RotaryEmbedding._apply_scaling)
@@ -136,7 +137,7 @@ def _shown(scaling: Scaling) -> str:
     kind, parameters = scaling
     if kind == "default":
         return "none"
-    stated = ", ".join(f"{key} {value!r:.40}" for key, value in parameters.items())
+    stated = ", ".join(f"{key} {cut_to(repr(value), 40)}" for key, value in parameters.items())
     return f"{kind}" + (f" ({stated})" if stated else "")
 
 
@@ -176,11 +177,11 @@ def megatron_rope_mismatch(config: dict[str, Any]) -> str | None:
     if recorded is not None and _same_scaling(stated, recorded):
         return None
     key = "rope_parameters" if isinstance(config.get("rope_parameters"), dict) else "rope_scaling"
-    found = f"{key}.rope_type={kind!r:.40}"
+    found = f"{key}.rope_type={cut_to(repr(kind), 40)}"
     if recorded is None:  # a kind no Megatron-core rope setting has
         return found
     differing = [
-        f"{name}={value!r:.40} "
+        f"{name}={cut_to(repr(value), 40)} "
         + (
             "(not a number)"
             if _number(value) is None

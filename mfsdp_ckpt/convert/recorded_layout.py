@@ -38,6 +38,7 @@ import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.fused_tensors import GateUpOrder, Geometry
 from mfsdp_ckpt.convert.megatron_record import (
     ARGS_KEY,
@@ -204,7 +205,7 @@ def _gate_up_order(record: Record, key: str) -> GateUpOrder:
         return GateUpOrder()
     value = record.fields[key]
     ranks = _count(value)
-    saved = f"saved with {key}={value!r:.40} ({record.where})"
+    saved = f"saved with {key}={cut_to(repr(value), 40)} ({record.where})"
     if ranks is None:
         return GateUpOrder(unknown=f"a fused linear_fc1 {saved}, which is not a rank count")
     if ranks == 1:
@@ -212,7 +213,8 @@ def _gate_up_order(record: Record, key: str) -> GateUpOrder:
     if record.ckpt_format == SPLITS_PER_RANK:
         return GateUpOrder(ranks=ranks)
     named = (
-        f"ckpt_format {record.ckpt_format!r:.40}, which Megatron saves with one rank only"
+        f"ckpt_format {cut_to(repr(record.ckpt_format), 40)}, which Megatron saves with one rank"
+        " only"
         if record.ckpt_format is not None
         else "no checkpoint format"
     )

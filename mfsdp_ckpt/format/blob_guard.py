@@ -17,7 +17,7 @@ import zipfile
 from io import RawIOBase
 from typing import BinaryIO
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS, PickleRefused, check_pickle_budget
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
@@ -61,12 +61,12 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
     for info in archive.infolist():
         if info.compress_type != zipfile.ZIP_STORED:
             raise CheckpointFormatError(
-                f"{where}: blob member {info.filename[:80]!r} is compressed;"
+                f"{where}: blob member {cut_to(repr(info.filename), 80)} is compressed;"
                 " torch.save stores members uncompressed"
             )
         if info.file_size > length or info.header_offset > length:
             raise CheckpointFormatError(
-                f"{where}: blob member {info.filename[:80]!r} claims"
+                f"{where}: blob member {cut_to(repr(info.filename), 80)} claims"
                 f" {info.file_size} bytes in a {length}-byte blob"
             )
     return archive

@@ -12,6 +12,7 @@ import os
 import stat
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPathError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
@@ -63,7 +64,7 @@ def is_dcp(directory: Path) -> bool:
 def unreadable(path: Path, what: str, err: OSError) -> CheckpointFileError:
     """A directory this user may not read (exit 1, naming it): what it holds is unknown, so
     it is neither "not a checkpoint" nor bad usage."""
-    return CheckpointFileError(f"{str(path)[:200]}: {what} ({err.strerror or err})")
+    return CheckpointFileError(f"{cut_to(str(path), 200)}: {what} ({err.strerror or err})")
 
 
 def stat_inside(

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import xxhash
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 
@@ -74,7 +75,9 @@ class FileRecord:
             raise FileRecordError("needs a size (a count of bytes)")
         unknown = sorted(str(key) for key in record if key != "size" and key not in ALGORITHMS)
         if unknown:
-            raise FileRecordError(f"has unknown field {unknown[0][:40]!r} (digests: {_known()})")
+            raise FileRecordError(
+                f"has unknown field {cut_to(repr(unknown[0]), 40)} (digests: {_known()})"
+            )
         given = [name for name in ALGORITHMS if name in record]
         if len(given) != 1:
             what = "no digest" if not given else f"{len(given)} digests ({', '.join(given)})"

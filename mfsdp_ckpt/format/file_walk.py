@@ -11,6 +11,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format.dir_entries import unreadable
 from mfsdp_ckpt.format.layout import CheckpointPathError
 from mfsdp_ckpt.storage import safe_files
@@ -45,7 +46,7 @@ def list_files(
             raise CheckpointPathError(not_a_directory(directory)) from None
         except OSError as err:
             raise CheckpointPathError(
-                f"{str(directory)[:200]}: cannot list ({err.strerror or err})"
+                f"{cut_to(str(directory), 200)}: cannot list ({err.strerror or err})"
             ) from None
         seen += len(entries)
         if seen > MAX_WALK_ENTRIES:
@@ -69,5 +70,5 @@ def not_a_directory(path: Path) -> str:
     try:
         kind = safe_files.kind_name(os.stat(path).st_mode)
     except OSError as err:  # gone or changed since: say what the listing met
-        return f"{str(path)[:200]}: cannot list ({err.strerror or err})"
-    return f"{str(path)[:200]}: {kind}, not a directory"
+        return f"{cut_to(str(path), 200)}: cannot list ({err.strerror or err})"
+    return f"{cut_to(str(path), 200)}: {kind}, not a directory"

@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -38,7 +39,7 @@ def generation_config(settings: dict, where: str, error: type[Exception]) -> Any
         said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
         raise error(
             f"{where}: transformers cannot read it as a generation config"
-            f" ({type(err).__name__}: {said[:200]})"
+            f" ({type(err).__name__}: {cut_to(said, 200)})"
         ) from None
 
 

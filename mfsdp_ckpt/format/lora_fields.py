@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
 from mfsdp_ckpt.format.manifest import ManifestError
@@ -105,7 +106,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
-    return f"{value!r:.60}"
+    return cut_to(repr(value), 60)
 
 
 def lora_settings(config: Any) -> LoraSettings:
@@ -198,11 +199,15 @@ class BaseModelRecord:
         records = {}
         for name, record in files.items():
             if not _is_plain_name(name):
-                raise ManifestError(f"{where}: file name {name!r:.100} is not a plain file name")
+                raise ManifestError(
+                    f"{where}: file name {cut_to(repr(name), 100)} is not a plain file name"
+                )
             try:
                 records[name] = FileRecord.from_json(record)
             except FileRecordError as err:
-                raise ManifestError(f"{where}: record for {name!r:.100} {err}") from None
+                raise ManifestError(
+                    f"{where}: record for {cut_to(repr(name), 100)} {err}"
+                ) from None
         return cls(path, random_init, seed, records)
 
 

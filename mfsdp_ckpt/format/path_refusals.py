@@ -13,6 +13,7 @@ import os
 import stat
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import missing_hint
@@ -142,7 +143,7 @@ def check_is_dir(given: Path) -> None:
         raise unreadable(given, "cannot open", err) from None
     except OSError as err:  # ELOOP (symlink loop), ENAMETOOLONG (a 1,500-deep chain)
         reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
-        raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
+        raise CheckpointPathError(f"{cut_to(str(given), 200)}: cannot open ({reason})") from None
     if not stat.S_ISDIR(mode):
         raise CheckpointPathError(
             f"{given}: not a directory (give a run, step or dist_ckpt dir{_holding_dir(given)})"

@@ -16,6 +16,7 @@ import re
 import stat
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format.dir_entries import children, is_dir
 from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
@@ -216,7 +217,8 @@ def read_tracker(run_dir: str | os.PathLike) -> int | None:
         return None
     if not _STEP_TEXT_RE.fullmatch(text):
         raise DamagedRunDirError(
-            f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found {text[:40]!r}"
+            f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found"
+            f" {cut_to(repr(text), 40)}"
             f"{steps_here(run_dir)}"
         )
     return int(text)
@@ -237,7 +239,8 @@ def read_tracker_text(run_dir: str | os.PathLike) -> str | None:
         raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
     if not (_STEP_TEXT_RE.fullmatch(text) or text == MEGATRON_RELEASE_DIR):
         raise DamagedRunDirError(
-            f"{tracker}: expected a step number, found {text[:40]!r}{steps_here(run_dir)}"
+            f"{tracker}: expected a step number, found"
+            f" {cut_to(repr(text), 40)}{steps_here(run_dir)}"
         )
     return text
 
@@ -260,7 +263,8 @@ def read_bridge_tracker(run_dir: str | os.PathLike) -> str | None:
         raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
         raise DamagedRunDirError(
-            f"{tracker}: expected an integer step, found {step!r:.40}{steps_here(run_dir)}"
+            f"{tracker}: expected an integer step, found"
+            f" {cut_to(repr(step), 40)}{steps_here(run_dir)}"
         )
     return str(step)
 

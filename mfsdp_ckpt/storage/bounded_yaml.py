@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 MAX_ALIASES = 1000
@@ -86,7 +87,7 @@ class BoundedLoader(yaml.SafeLoader):
             self.depth -= 1
         if isinstance(node.tag, str) and node.tag.startswith(_PYTHON_TAG):
             shown = "!!python/" + node.tag[len(_PYTHON_TAG) :]
-            raise YAMLRefused(f"YAML tag {shown[:80]!r} is not allowed")
+            raise YAMLRefused(f"YAML tag {cut_to(repr(shown), 80)} is not allowed")
         return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -100,7 +101,7 @@ class BoundedLoader(yaml.SafeLoader):
             key = self.construct_object(key_node)
             if key in seen:
                 line = key_node.start_mark.line + 1
-                raise YAMLRefused(f"key {key!r:.80} given twice (line {line})")
+                raise YAMLRefused(f"key {cut_to(repr(key), 80)} given twice (line {line})")
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -113,11 +114,13 @@ class BoundedLoader(yaml.SafeLoader):
         except YAMLRefused:
             raise
         except (ValueError, LookupError, ArithmeticError, AttributeError) as err:
-            shown = f"{node.value!r:.80}" if isinstance(node, yaml.ScalarNode) else "the value"
+            shown = (
+                cut_to(repr(node.value), 80) if isinstance(node, yaml.ScalarNode) else "the value"
+            )
             tag = str(node.tag).replace(YAML_TAG, "!!")
             raise YAMLRefused(
                 f"{shown} at line {node.start_mark.line + 1} is not a valid {tag:.80}"
-                f" ({str(err)[:80]})"
+                f" ({cut_to(str(err), 80)})"
             ) from None
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
@@ -104,14 +104,16 @@ def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
     items = tuple(value)
     if len(items) > 64 or not all(_is_index(v) for v in items):
         raise CheckpointFormatError(
-            f"{what}: expected at most 64 ints in [0, 2**63), got {items!r:.200}"
+            f"{what}: expected at most 64 ints in [0, 2**63), got {cut_to(repr(items), 200)}"
         )
     return items
 
 
 def _nonneg_int(value: Any, what: str) -> int:
     if not _is_index(value):
-        raise CheckpointFormatError(f"{what}: expected an int in [0, 2**63), got {value!r:.200}")
+        raise CheckpointFormatError(
+            f"{what}: expected an int in [0, 2**63), got {cut_to(repr(value), 200)}"
+        )
     return value
 
 
@@ -133,7 +135,7 @@ def _storage_location(
     transforms = getattr(info, "transform_descriptors", None) or ()
     if not isinstance(transforms, (list, tuple)) or not all(isinstance(t, str) for t in transforms):
         raise CheckpointFormatError(
-            f"{key}: storage transforms {transforms!r:.200} are not a list of names"
+            f"{key}: storage transforms {cut_to(repr(transforms), 200)} are not a list of names"
         )
     return relative_path, offset, length, tuple(transforms)
 

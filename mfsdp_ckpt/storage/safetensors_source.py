@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards, deepspeed, hf_trainer
@@ -346,12 +346,16 @@ def _entry(path: Path, relative: str, name: str, info, data_start: int, size: in
     code = info.get("dtype")
     dtype = _BY_CODE.get(code) if isinstance(code, str) else None
     if dtype is None:
-        raise SafetensorsError(f"{where}: dtype {code!r:.80} is not one import reads")
+        raise SafetensorsError(f"{where}: dtype {cut_to(repr(code), 80)} is not one import reads")
     shape, offsets = info.get("shape"), info.get("data_offsets")
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
-        raise SafetensorsError(f"{where}: shape {shape!r:.80} is not a list of non-negative ints")
+        raise SafetensorsError(
+            f"{where}: shape {cut_to(repr(shape), 80)} is not a list of non-negative ints"
+        )
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets):
-        raise SafetensorsError(f"{where}: data_offsets {offsets!r:.80} is not [begin, end]")
+        raise SafetensorsError(
+            f"{where}: data_offsets {cut_to(repr(offsets), 80)} is not [begin, end]"
+        )
     begin, end = offsets
     entry = StoredTensor(name, relative, dtype, tuple(shape), data_start + begin)
     if end - begin != entry.nbytes:

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -245,7 +246,7 @@ def first_lone_surrogate(data: object) -> tuple[str, int, str] | None:
             for key in value:
                 at = _surrogate_in(key) if isinstance(key, str) else None
                 if at is not None:
-                    return f"{where + ' ' if where else ''}key {key!r:.80}", at, key[at]
+                    return f"{where + ' ' if where else ''}key {cut_to(repr(key), 80)}", at, key[at]
     return None
 
 

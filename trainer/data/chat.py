@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.table_kinds import sft_keys_hint, table_kind_hint
@@ -250,7 +250,7 @@ def _refuse_template_arguments(row: dict[str, Any]) -> None:
         if value is None or value == [] or (isinstance(value, float) and math.isnan(value)):
             continue
         raise ChatFormatError(
-            f"column '{column}' ({value!r:.80}): extra chat template arguments are not"
+            f"column '{column}' ({cut_to(repr(value), 80)}): extra chat template arguments are not"
             " supported (the template renders the turns alone); drop the column"
         )
 
@@ -343,22 +343,25 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
     if not isinstance(turns, (list, tuple)):
         raise ChatFormatError(
             f"chat turns must be a list of {{role, content}}, found {type(turns).__name__}"
-            f" {turns!r:.80}"
+            f" {cut_to(repr(turns), 80)}"
         )
     for turn in turns:
         if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
-            raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r:.200}")
+            raise ChatFormatError(
+                f"each chat turn needs 'role' and 'content', found {cut_to(repr(turn), 200)}"
+            )
         content = turn["content"]
         calls_tools = tool_calls_without_content and content is None and turn.get("tool_calls")
         if isinstance(content, float) and math.isnan(content):  # pandas' missing value
             raise ChatFormatError(
                 f'a chat turn\'s content is {content}, a missing value (write "" for an empty'
-                f" one), found {turn!r:.200}"
+                f" one), found {cut_to(repr(turn), 200)}"
             )
         if not isinstance(turn["role"], str) or not (isinstance(content, str) or calls_tools):
             raise ChatFormatError(
                 f"a chat turn's role and content must be text (content may be null only"
-                f' in a turn with tool_calls; write "" for an empty one), found {turn!r:.200}'
+                ' in a turn with tool_calls; write "" for an empty one), found'
+                f" {cut_to(repr(turn), 200)}"
                 f"{_number_hint(content, 'the content')}"
             )
         _check_role(turn["role"])
@@ -625,7 +628,7 @@ def refuse_unrendered_tool_calls(
         raise ChatFormatError(
             f"{turn['role']!r} turn with tool_calls: {limit.template} does not render"
             f" them, so tool-calling chats are not trained with it (the calls would be"
-            f" left out), found {turn!r:.200}"
+            f" left out), found {cut_to(repr(turn), 200)}"
         )
 
 

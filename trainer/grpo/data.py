@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.data.chat import (
     ChatFormatError,
@@ -71,7 +72,7 @@ def chat_turns(prompt: Any) -> list[dict]:
     the caller adds the row's name): it asks the policy nothing."""
     if isinstance(prompt, str):
         if not prompt.strip():
-            raise RLDataError(f"prompt is empty text ({prompt!r:.20})")
+            raise RLDataError(f"prompt is empty text ({cut_to(repr(prompt), 20)})")
         return [{"role": "user", "content": prompt}]
     try:
         turns = checked_turns(prompt)
@@ -101,7 +102,11 @@ def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
     if isinstance(value, float) and math.isnan(value):  # a missing value, as pandas writes it
         return "reward_model.ground_truth is NaN"
     if isinstance(value, str):
-        return None if value.strip() else f"reward_model.ground_truth is empty text ({value!r:.20})"
+        return (
+            None
+            if value.strip()
+            else f"reward_model.ground_truth is empty text ({cut_to(repr(value), 20)})"
+        )
     if ground_truth_text(value) is not None:
         return None
     return f"reward_model.ground_truth is {no_text_to_compare(value)}"
@@ -115,7 +120,8 @@ def checked_extra_info(value: Any) -> str | None:
     if value is None or isinstance(value, dict):
         return None
     return (
-        f"extra_info is {type(value).__name__} {value!r:.60}: a reward function is given "
+        f"extra_info is {type(value).__name__} {cut_to(repr(value), 60)}: a reward function is"
+        " given "
         "extra_info as a dict, as verl gives it (leave it out or null for {})"
     )
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.errors import report_stranded
 from trainer.rewards import gsm8k, math, math_dapo
 from trainer.rewards.custom import (
@@ -101,7 +101,8 @@ def no_built_in_reward(data_source: Any) -> str:
     verl_rule = VERL_ONLY.get(data_source) if isinstance(data_source, str) else None
     verl = f" (verl's {verl_rule} rule, not built in here)" if verl_rule else ""
     return (
-        f"no built-in reward for data_source {data_source!r:.80}{verl} (built in: {BUILT_IN}); "
+        f"no built-in reward for data_source {cut_to(repr(data_source), 80)}{verl} (built in:"
+        f" {BUILT_IN}); "
         "set reward.path and reward.name to score it"
     )
 
@@ -154,7 +155,8 @@ def no_text_to_compare(value: Any) -> str:
     """Why `value`, with no `ground_truth_text`, cannot be a ground truth of the built-in
     rules, on one line."""
     return (
-        f"{type(value).__name__} {value!r:.60}: the built-in rewards compare text, as verl's "
+        f"{type(value).__name__} {cut_to(repr(value), 60)}: the built-in rewards compare text, as"
+        " verl's "
         'do, and take a number only when it is a whole one (72 as "72"); write it as text '
         '(`"0.5"`, as the answer is written), or set reward.path to a function that takes it'
     )

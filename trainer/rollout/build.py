@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_CONTAINERS
 from mfsdp_ckpt.format.generation_config import generation_config
 from mfsdp_ckpt.storage.unique_json import parse_json
@@ -43,7 +44,8 @@ def eos_token_ids(tokenizer: Any, model_path: str | None) -> list[int]:
         extra = [] if extra is None else [extra] if isinstance(extra, int) else extra
         if not isinstance(extra, list) or not all(_is_token_id(token) for token in extra):
             raise ConfigError(
-                f"{where}: eos_token_id {extra!r:.80} is not a token id or a list of them"
+                f"{where}: eos_token_id {cut_to(repr(extra), 80)} is not a token id or a list of"
+                " them"
             )
         ids += extra
     return sorted(set(ids))
