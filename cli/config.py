@@ -1,15 +1,18 @@
-"""`mfsdp config from-verl`: a verl launch script or YAML config as an mfsdp config file."""
+"""`mfsdp config`: print a run config's defaults, convert a verl script or config into
+one, or check one without training."""
 
 from __future__ import annotations
 
 import click
 
 from cli.choice import Choice
-from cli.errors import EXIT_FAILED, GivenPath, fail
+from cli.errors import EXIT_FAILED, GivenPath, fail, json_option
 from cli.given_once import OnceGroup
+from cli.json_text import json_text
+from cli.launch import config_option
 
 
-@click.group(cls=OnceGroup)
+@click.group(cls=OnceGroup, short_help="Make, convert or check run configs.")
 def config() -> None:
     """Work with run configs (YAML files for `mfsdp train sft|grpo --config`).
 
@@ -18,11 +21,12 @@ def config() -> None:
       mfsdp config defaults sft > sft.yaml     # every key with its default
       mfsdp config from-verl examples/verl/run_grpo_megatron_fsdp.sh > grpo.yaml
       mfsdp config from-verl examples/verl/run_sft_megatron_fsdp.sh > sft.yaml
+      mfsdp config check grpo --config grpo.yaml    # checked as train checks it
       mfsdp train grpo --config grpo.yaml --nproc-per-node 8
     """
 
 
-@config.command("defaults")
+@config.command("defaults", short_help="Print every config key with its default.")
 @click.argument("trainer", type=Choice(["sft", "grpo"]), metavar="TRAINER")
 def defaults(trainer: str) -> None:
     """Print every config key of `mfsdp train TRAINER` (sft or grpo) with its default, as a
@@ -42,7 +46,7 @@ def defaults(trainer: str) -> None:
     click.echo(defaults_yaml(SFTConfig if trainer == "sft" else GRPOConfig), nl=False)
 
 
-@config.command("from-verl")
+@config.command("from-verl", short_help="Convert a verl script or config.")
 @click.argument("source", type=GivenPath(dir_okay=False))
 @click.option(
     "--command",
@@ -82,3 +86,33 @@ def from_verl(source: str, command: str) -> None:
     if unfinished:
         # `error:` as every other command's exit-1 line: a script telling failures by it
         fail(f"from-verl: {'; '.join(unfinished)} (listed at the top)", EXIT_FAILED)
+
+
+@config.command("check", short_help="Check a config as train would, without training.")
+@click.argument("trainer", type=Choice(["sft", "grpo"]), metavar="TRAINER")
+@config_option("as `mfsdp train TRAINER --config` reads them", "TRAINER")
+@json_option("Print the result as one JSON object on stdout (a failure as {error, exit_code}).")
+@click.argument("overrides", nargs=-1)
+def check(trainer: str, config_path: str | None, as_json: bool, overrides: tuple[str, ...]) -> None:
+    """Check the config `mfsdp train TRAINER --config FILE OVERRIDES` would run (TRAINER:
+    sft or grpo), as train checks it before it loads anything: key names, types and ranges,
+    keys that disagree, verl's keys, the paths it names (model, tokenizer, data files, run
+    dir). Nothing is loaded or written, and torch is not imported.
+
+    Exit 0 with `ok: FILE is a valid mfsdp TRAINER config`; 2 with the one line `mfsdp
+    train` would print for the first problem (`optim.lr=-1`: "config key 'optim.lr' must
+    be >= 0, got -1"). What the machine has (GPUs, vLLM or megatron-fsdp installed, a
+    wandb key) is not checked: train checks that where it runs.
+
+    \b
+    Examples:
+      mfsdp config check sft --config examples/sft_tiny_cpu.yaml    # after `mfsdp demo`
+      mfsdp config check sft --config examples/sft_tiny_cpu.yaml --json optim.lr=1e-3
+    """
+    from cli.config_check import check_config, ok_line
+
+    check_config(trainer, config_path, list(overrides))
+    if as_json:
+        click.echo(json_text({"valid": True, "trainer": trainer, "config": config_path}))
+    else:
+        click.echo(ok_line(trainer, config_path))

@@ -12,7 +12,7 @@ from cli.run_report import FinalValue, final_value
 from cli.train_grpo import grpo
 
 
-@click.group(cls=MfsdpGroup)
+@click.group(cls=MfsdpGroup, short_help="Train a model with SFT or GRPO.")
 def train() -> None:
     """Train a model: supervised fine-tuning (sft) or reinforcement learning with GRPO (grpo).
 
@@ -23,7 +23,10 @@ def train() -> None:
     """
 
 
-@train.command(context_settings={"ignore_unknown_options": False})
+@train.command(
+    context_settings={"ignore_unknown_options": False},
+    short_help="Supervised fine-tuning (FSDP2 or Megatron-FSDP).",
+)
 @config_option("model, data, optim, strategy, checkpoint, trainer", "sft")
 @launch_options
 @TRAIN_JSON

@@ -11,7 +11,7 @@ from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
 from cli.run_report import FinalValue, final_value
 
 
-@click.command(cls=OnceCommand)
+@click.command(cls=OnceCommand, short_help="GRPO with a colocated rollout engine.")
 @config_option(
     "model, data, actor, optim, strategy, rollout, algorithm, reward, checkpoint, trainer", "grpo"
 )

@@ -65,6 +65,7 @@ def _command_args(command: str, tmp_path) -> list[str]:
         "ckpt inspect": ["ckpt", "inspect", str(FSDP_RUN), "--json"],
         "ckpt export-hf": ["ckpt", "export-hf", str(FSDP_RUN), "--out", hf_dir, "--json"],
         "ckpt import-hf": ["ckpt", "import-hf", hf_dir, "--out", str(tmp_path / "imp"), "--json"],
+        "config check": ["config", "check", *_train_sft_args(tmp_path)[1:]],
     }[command]
 
 
