@@ -31,7 +31,7 @@ ROLE_OPTION = click.option(
 )
 
 
-@click.group(cls=OnceGroup)
+@click.group(cls=OnceGroup, short_help="Inspect, validate, export and import checkpoints.")
 def ckpt() -> None:
     """Inspect, validate, export and import checkpoints, on any machine (CPU only is fine).
 
@@ -60,6 +60,7 @@ def _say_note(paths_note: str | None) -> None:
 
 
 @ckpt.command(
+    short_help="Show a checkpoint's layout, step and tensors.",
     help=f"""Show a checkpoint's step, layout, which entries hold the model's weights and the
 optimizer's state, tensors (and which one names another's bytes:
 a tied output layer stored once), non-tensor entries and totals; for a LoRA checkpoint
@@ -73,7 +74,7 @@ Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt inspect runs/demo/sft/global_step_80/dist_ckpt --json | jq .tensors[0]
   mfsdp ckpt inspect runs/sft_lora --deep --json | jq .lora   # docs/lora.md
-"""
+""",
 )
 @click.argument("path", type=READ_PATH)
 @ROLE_OPTION
@@ -108,6 +109,7 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
 
 
 @ckpt.command(
+    short_help="Check that a checkpoint is complete and intact.",
     help=f"""Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
 
 {PATH_HELP}
@@ -127,7 +129,7 @@ checked, and --strict fails; --deep then also reads the optimizer's second momen
 Examples:
   mfsdp ckpt validate runs/demo --deep
   mfsdp ckpt validate megatron_run/iter_0000100 --hf-config Qwen2.5-7B/ --json
-"""
+""",
 )
 @click.argument("path", type=READ_PATH)
 @ROLE_OPTION

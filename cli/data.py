@@ -127,7 +127,7 @@ def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
         say(f"{name}: {path}")
 
 
-@click.group(cls=OnceGroup)
+@click.group(cls=OnceGroup, short_help="Make training data: GSM8K, MATH or synthetic.")
 def data() -> None:
     """Prepare training data: official GSM8K / MATH files, or a synthetic task, to the SFT
     (`messages`) and verl RL (`prompt`, `reward_model`, ...) parquet tables the trainers read.
@@ -175,7 +175,7 @@ _JSON = json_option(
 )
 
 
-@data.command()
+@data.command(short_help="GSM8K files -> SFT and verl RL tables.")
 @_INPUT
 @_OUT
 @_SPLIT
@@ -194,7 +194,7 @@ def gsm8k(
     _convert("gsm8k", inputs, out_dir, split, overwrite, as_json)
 
 
-@data.command()
+@data.command(short_help="MATH files -> SFT and verl RL tables.")
 @_INPUT
 @_OUT
 @_SPLIT
@@ -212,7 +212,7 @@ def math(
     _convert("math", inputs, out_dir, split, overwrite, as_json)
 
 
-@data.command()
+@data.command(short_help="Addition problems for tiny CPU GRPO runs.")
 @click.option(
     "--out",
     "out_dir",
@@ -240,7 +240,7 @@ def synthetic(out_dir: str, seed: int, digits: int, overwrite: bool, as_json: bo
     \b
     Example:
       mfsdp data synthetic --out runs/addition
-      mfsdp train grpo --config examples/grpo_tiny_cpu.yaml
+      mfsdp train grpo --config examples/grpo_tiny_cpu.yaml trainer.total_steps=20
     """
     from trainer.data.files import refuse_replacing
     from trainer.grpo.synthetic import write_addition_data
