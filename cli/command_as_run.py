@@ -13,13 +13,20 @@ import shlex
 from pathlib import Path
 
 DEV_SCRIPT = "MFSDP_DEV"
+# mfsdp commands `./dev` runs under their own name (`./dev demo ARGS` is `mfsdp demo ARGS`):
+# named so, as its usage and the README give them, where the demo was started through it
+DEV_COMMANDS = ("demo",)
 
 
 def mfsdp_command(words: str, *args: str | Path) -> str:
     """The mfsdp command of `words` (said as typed) and `args` (paths, quoted for a shell),
-    in backquotes: through `./dev` when this process was started by it, else `mfsdp` (on
-    PATH once `.venv` is activated)."""
+    in backquotes: through `./dev` when this process was started by it (`./dev demo` for
+    the demo, `./dev mfsdp ...` for the others), else `mfsdp` (on PATH once `.venv` is
+    activated)."""
     dev = os.environ.get(DEV_SCRIPT)
-    command = f"{shlex.quote(dev)} mfsdp" if dev else "mfsdp"
+    command = "mfsdp"
+    if dev:
+        own_name = words.split(" ", 1)[0] in DEV_COMMANDS
+        command = shlex.quote(dev) if own_name else f"{shlex.quote(dev)} mfsdp"
     quoted_args = " ".join(a if isinstance(a, str) else shlex.quote(str(a)) for a in args)
     return "`" + " ".join(part for part in (command, words, quoted_args) if part) + "`"

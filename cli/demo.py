@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
 
 
-@click.command(cls=OnceCommand)
+@click.command(cls=OnceCommand, short_help="Tiny end-to-end run on CPU: train, check, export.")
 @click.option(
     "--out",
     "out_dir",

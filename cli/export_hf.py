@@ -24,7 +24,9 @@ PLAUSIBLE_SHARD_BYTES = (10**6, 10**12)
 _UNITS = ("KB", "MB", "GB", "TB")
 
 
-@click.command("export-hf", cls=OnceCommand)
+@click.command(
+    "export-hf", cls=OnceCommand, short_help="Checkpoint -> Hugging Face model directory."
+)
 @click.argument("ckpt", type=READ_PATH)  # empty: refused, was read as the current dir
 @click.option(
     "--out",

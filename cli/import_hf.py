@@ -12,7 +12,9 @@ from cli.results import allow_nonfinite_option, echo_result, overwrite_option
 from trainer.progress import CallbackBar
 
 
-@click.command("import-hf", cls=OnceCommand)
+@click.command(
+    "import-hf", cls=OnceCommand, short_help="Hugging Face model -> DCP checkpoint to train."
+)
 @click.argument("hf_dir", type=READ_PATH)
 @click.option(
     "--out",

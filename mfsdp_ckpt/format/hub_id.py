@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from mfsdp_ckpt.format.closest_path import where_relative
+from mfsdp_ckpt.format.closest_path import missing_hint
 
 # owner/name as the Hub spells them: one slash, letters, digits, `-`, `_`, `.`
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -51,7 +51,7 @@ def hub_id_hint(given: str | os.PathLike, give_as: str, *, dataset: bool = False
 
 def missing_hf_config(given: str | os.PathLike) -> str:
     """The one-line error for an `--hf-config` that is not on this machine (export-hf and
-    validate say it alike)."""
+    validate say it alike), worded as every command's missing path (`missing_line`) after
+    the option's name, as `--out X: ...` is."""
     hint = hub_id_hint(given, "--hf-config ")
-    looked = f"--hf-config{where_relative(given)}"
-    return f"{os.fspath(given)}: no such file or directory ({looked}){hint}"
+    return f"--hf-config {os.fspath(given)}: no such file or directory{missing_hint(given)}{hint}"

@@ -40,7 +40,9 @@ def test_the_other_inputs_not_found(elsewhere):
         check_data_file("data/train.parquet")
     with pytest.raises(HFConfigError, match=f"^model/config.json: no such file; {elsewhere}$"):
         load_hf_config("model/config.json")
-    assert elsewhere in missing_hf_config("model")
+    assert (
+        missing_hf_config("model") == f"--hf-config model: no such file or directory; {elsewhere}"
+    )
 
 
 def test_an_absolute_path_or_a_removed_directory_says_nothing_more(tmp_path, monkeypatch):

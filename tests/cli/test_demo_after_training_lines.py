@@ -29,12 +29,14 @@ from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
 
 
-def _left(out: Path, dev: str) -> str:
-    """What a demo in `out`, started as `dev` says, names once training finished."""
+def _left(out: Path, dev: str = "") -> str:
+    """What a demo in `out`, started through the `./dev` script `dev` (or as `mfsdp`), names
+    once training finished: `./dev demo`, as the user typed it, and `./dev mfsdp ...`."""
     run, hf = out / "sft", out / "hf"
+    mfsdp, demo = (f"{dev} mfsdp", f"{dev} demo") if dev else ("mfsdp", "mfsdp demo")
     return (
-        f"`{dev} ckpt validate --deep {run}` validates it, `{dev} ckpt export-hf {run} --out"
-        f" {hf} --dtype fp32 --verify` exports it; `{dev} demo --out {out}` again starts over"
+        f"`{mfsdp} ckpt validate --deep {run}` validates it, `{mfsdp} ckpt export-hf {run} --out"
+        f" {hf} --dtype fp32 --verify` exports it; `{demo} --out {out}` again starts over"
     )
 
 
@@ -62,7 +64,7 @@ def test_a_closed_stdout_after_training_says_the_run_is_kept_and_its_export_star
     # met by the rank's result line, once training finished
     assert err.splitlines()[-1] == (
         "error: stdout closed after training finished (step 2 of 2); its final checkpoint is"
-        f" {out / 'sft' / 'global_step_2'}; {_left(out, './dev mfsdp')}"
+        f" {out / 'sft' / 'global_step_2'}; {_left(out, './dev')}"
     )
     # the export it names, then the start over it names: the export is the demo's own
     export = ["ckpt", "export-hf", str(out / "sft"), "--out", str(out / "hf")]
@@ -81,11 +83,11 @@ def test_the_commands_are_named_as_the_demo_was_started(tmp_path, monkeypatch):
     said = phase.interrupted()
     assert said == (
         f"interrupted while validating the checkpoint; training had finished, its run is kept"
-        f" in {run}: {_left(out, 'mfsdp')}"
+        f" in {run}: {_left(out)}"
     )
     assert phase.stopped("stdout closed") == said.replace("interrupted", "stdout closed", 1)
     monkeypatch.setenv(DEV_SCRIPT, "../my clone/dev")
-    assert phase.again() == f"`'../my clone/dev' mfsdp demo --out {out}` again starts over"
+    assert phase.again() == f"`'../my clone/dev' demo --out {out}` again starts over"
 
 
 def _demo_stopped_after_training(out: Path) -> None:

@@ -3,7 +3,7 @@
 The example configs read the demo's data (`runs/demo/data/sft/train.parquet`); given before
 the demo ran, the line said to make it with `mfsdp data synthetic --out DIR`, which writes
 no file there, so the user still had to set data.train_files. Started through `./dev`, where
-`mfsdp` is not on PATH, the command is named as `./dev mfsdp demo`.
+`mfsdp` is not on PATH, the command is named as `./dev demo`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def train_sft(cwd, *overrides: str, dev: str | None = None) -> subprocess.Comple
 
 @pytest.mark.parametrize(
     ("dev", "named"),
-    [(None, "`mfsdp demo`"), ("../my clone/dev", "`'../my clone/dev' mfsdp demo`")],
+    [(None, "`mfsdp demo`"), ("../my clone/dev", "`'../my clone/dev' demo`")],
 )
 def test_the_demos_missing_data_names_the_demo(tmp_path, dev, named):
     done = train_sft(tmp_path, dev=dev)

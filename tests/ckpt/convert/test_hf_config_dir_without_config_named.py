@@ -99,7 +99,9 @@ def test_a_lora_merge_says_a_missing_hf_config_is_missing(lora_run, tmp_path):  
         "ckpt", "export-hf", lora_run, "--hf-config", missing, "--out", tmp_path / "out"
     )
     line = one_error_line(err)
-    assert code == 2 and line.startswith(f"error: {missing}: no such file or directory"), line
+    assert code == 2 and line.startswith(
+        f"error: --hf-config {missing}: no such file or directory"
+    ), line
 
 
 def test_leaving_hf_config_out_is_not_suggested_where_the_record_derives_no_config(tmp_path):
