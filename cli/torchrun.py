@@ -64,7 +64,7 @@ from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr
 from cli.result_said import expect_result, result_said
 from cli.std_streams import ensure_standard_streams
 from cli.verbosity import LEVEL_VARIABLE
-from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.check.printable import cut_to, printable
 
 AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -515,7 +515,7 @@ def _rendezvous_failed(args: Any, err: BaseException) -> str:
         cause = cause.__cause__
     said = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
     if args.standalone:
-        return f"torchrun's rendezvous on this machine failed ({said:.160})"
+        return f"torchrun's rendezvous on this machine failed ({cut_to(said, 160)})"
     where = f"--rdzv-endpoint {args.rdzv_endpoint} (--rdzv-id {args.rdzv_id})"
     if isinstance(err, RendezvousTimeoutError):
         return (
@@ -528,7 +528,7 @@ def _rendezvous_failed(args: Any, err: BaseException) -> str:
             " own --rdzv-id"
         )
     return (
-        f"{where}: the rendezvous store there failed or did not answer ({said:.160}): is"
+        f"{where}: the rendezvous store there failed or did not answer ({cut_to(said, 160)}): is"
         " another run or program using that port? pick another port; across machines, check"
         " that the first machine's run is up and its address reachable"
     )

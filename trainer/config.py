@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from mfsdp_ckpt.storage.output_path import collapse_dot_dot
@@ -629,8 +630,8 @@ def check_across_keys(config: T) -> T:
     if getattr(reward, "kwargs", None) and not getattr(reward, "path", None):
         names = ", ".join(str(name) for name in reward.kwargs)
         raise ConfigError(
-            f"reward.kwargs ({names:.80}) without reward.path: they are keyword arguments of a"
-            " custom reward function (verl's custom_reward_function.reward_kwargs), and the"
+            f"reward.kwargs ({cut_to(names, 80)}) without reward.path: they are keyword arguments"
+            " of a custom reward function (verl's custom_reward_function.reward_kwargs), and the"
             " built-in rewards take none; set reward.path or leave reward.kwargs out"
         )
     return config

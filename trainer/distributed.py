@@ -18,6 +18,7 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from trainer.config import ConfigError
 from trainer.env_ints import env_int, joins_a_group
@@ -147,8 +148,8 @@ def _joined_store() -> tuple[dist.Store | None, int, int]:
     except (RuntimeError, OSError) as err:  # torch's DistStoreError / DistNetworkError
         cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise MfsdpFailedError(
-            f"{joined}: the other ranks did not join within {waits:g} s ({cause:.160}); these"
-            " variables made this process join a group of that many: unset them or start the"
+            f"{joined}: the other ranks did not join within {waits:g} s ({cut_to(cause, 160)});"
+            " these variables made this process join a group of that many: unset them or start the"
             " other ranks (mfsdp --nproc-per-node N starts them itself)"
         ) from None
     return store, rank, world_size

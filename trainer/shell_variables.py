@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import shell_arithmetic, shell_quoting
 from trainer.shell_command_targets import (
@@ -991,7 +992,7 @@ class Variables:
         self.read_ahead += chars
         if self.read_ahead > self.max_chars:
             raise ExpansionTooLarge(
-                f"{word:.40}: variables expand to more than {self.max_chars} characters;"
+                f"{cut_to(word, 40)}: variables expand to more than {self.max_chars} characters;"
                 " not a launch script"
             )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 # VALUE_MODE's tokens, in the grammar's order: the longest match wins, the first on a tie
@@ -70,9 +71,9 @@ def hydra_override_value(text: str) -> Any:
     value = reader.element(0)
     if reader.peek() == "COMMA":
         raise HydraValueError(
-            f"{text!r:.80}: a comma outside brackets makes it a Hydra sweep, which verl's"
-            f' command refuses ("Ambiguous value"): write [{text:.80}] for a list, or quote'
-            " the value ('...') for its text"
+            f"{cut_to(repr(text), 80)}: a comma outside brackets makes it a Hydra sweep, which"
+            ' verl\'s command refuses ("Ambiguous value"): write'
+            f" [{cut_to(text, 80)}] for a list, or quote the value ('...') for its text"
         )
     if reader.peek() is not None:
         raise HydraValueError(_unexpected(text, reader.tokens[reader.at][1]))
@@ -92,8 +93,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
                 best = (kind, match[0])
         if best is None:
             raise HydraValueError(
-                f"{text!r:.80}: Hydra refuses {text[at]!r} outside quotes (token recognition"
-                " error), so verl does not start; quote the value ('...') for its text"
+                f"{cut_to(repr(text), 80)}: Hydra refuses {text[at]!r} outside quotes (token"
+                " recognition error), so verl does not start; quote the value ('...') for its text"
             )
         found.append(best)
         at += len(best[1])
@@ -108,7 +109,10 @@ def _unexpected(text: str, token: str | None) -> str:
         else f"cannot be read by Hydra at {token.strip()!r} (a bracket, brace or parenthesis"
         " out of place)"
     )
-    return f"{text!r:.80} {where}, so verl does not start; quote the value ('...') for its text"
+    return (
+        f"{cut_to(repr(text), 80)} {where}, so verl does not start; quote the value ('...') for"
+        " its text"
+    )
 
 
 class _Reader:
@@ -132,7 +136,7 @@ class _Reader:
 
     def element(self, depth: int) -> Any:
         if depth > MAX_DEPTH:
-            raise HydraValueError(f"{self.text!r:.80}: nested deeper than {MAX_DEPTH}")
+            raise HydraValueError(f"{cut_to(repr(self.text), 80)}: nested deeper than {MAX_DEPTH}")
         kind = self.peek()
         if kind == "BRACKET_OPEN":
             return self._list(depth)
@@ -144,8 +148,8 @@ class _Reader:
             and self.tokens[self.at + 1][0] == "POPEN"
         ):
             raise HydraValueError(
-                f"{self.text!r:.80}: a Hydra function (a sweep or a cast), not read here;"
-                " write the value itself"
+                f"{cut_to(repr(self.text), 80)}: a Hydra function (a sweep or a cast), not read"
+                " here; write the value itself"
             )
         if kind == "QUOTED_VALUE":
             return _unquoted(self.take(kind))
@@ -197,7 +201,7 @@ def _typed(kind: str, text: str) -> Any:
     if kind == "INT":
         digits = text.lstrip("+-").replace("_", "")
         if len(digits) > MAX_INT_DIGITS:
-            raise HydraValueError(f"{text:.40}...: an integer of over {MAX_INT_DIGITS} digits")
+            raise HydraValueError(f"{cut_to(text, 40)}: an integer of over {MAX_INT_DIGITS} digits")
         return int(digits) * (-1 if text.startswith("-") else 1)
     if kind == "FLOAT":
         return float(text.replace("_", ""))

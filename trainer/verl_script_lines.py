@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import cut_to
 from trainer import shell_arithmetic, shell_lines, shell_quoting
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, VERL_MODULES, Script
 from trainer.verl_source import VerlSourceError
@@ -46,8 +47,8 @@ def script_commands(
     for number, line in shell_lines.logical_lines(text, bodies):
         if len(line) > MAX_LINE_CHARS:
             raise VerlSourceError(
-                f"{source}: a line of {len(line)} characters (continuations joined) starting "
-                f"{line[:40]!r}, more than the {MAX_LINE_CHARS} a launch command needs"
+                f"{source}: a line of {len(line)} characters (continuations joined),"
+                f" {cut_to(repr(line), 40)}, more than the {MAX_LINE_CHARS} a launch command needs"
             )
         try:
             words = _shell_words(line)

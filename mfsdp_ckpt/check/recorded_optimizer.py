@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.megatron_record import ARGS_KEY, read_args, run_config_data
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
@@ -54,14 +55,16 @@ def megatron_optimizer(
     elif "optimizer" not in settings:
         about = f"{record} names no optimizer: Megatron's default {DEFAULT_OPTIMIZER}"
     else:
-        about = f"optimizer {name!r:.40} in {record}"
+        about = f"optimizer {cut_to(repr(name), 40)} in {record}"
     states = _STATES.get(name) if isinstance(name, str) else None
     if states is None:
         return RecordedOptimizer(None, f"{about}, whose states are not known here")
     if name == "sgd":
         momentum = settings.get("sgd_momentum", DEFAULT_SGD_MOMENTUM)
         if not isinstance(momentum, (int, float)) or isinstance(momentum, bool):
-            return RecordedOptimizer(None, f"{about} with sgd_momentum {momentum!r:.40}")
+            return RecordedOptimizer(
+                None, f"{about} with sgd_momentum {cut_to(repr(momentum), 40)}"
+            )
         if momentum == 0:
             return RecordedOptimizer(None, f"{about} without momentum", keeps_state=False)
     return RecordedOptimizer(states, about)

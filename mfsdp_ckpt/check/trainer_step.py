@@ -24,6 +24,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.saved_objects import load_plain, load_scalars
 from mfsdp_ckpt.format.state_keys import EXTRA_KEY_PREFIX
@@ -109,7 +110,7 @@ def _judged(step: object, what: str, known: Mapping[str, int | None]) -> str | N
     """What is wrong with `step` as the step a resume continues from: no integer, below 0,
     or unequal to one of `known`."""
     if not isinstance(step, int) or isinstance(step, bool):
-        return f"{what} holds {step!r:.40} ({type(step).__name__}), not a step number"
+        return f"{what} holds {cut_to(repr(step), 40)} ({type(step).__name__}), not a step number"
     if step < 0:
         return f"{what} says step {step}, and a step is 0 or more"
     for name, recorded in known.items():

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.config_behaviour import (
     behaviour_differences,
     differing_behaviour,
@@ -178,7 +179,7 @@ def _behaviour_findings(
         setting = DERIVED_FROM.get(key)
         if setting is None:  # compared with the record's own value (`record_values`)
             continue
-        shown = f"{key}={shown_behaviour(key, value):.80}"
+        shown = f"{key}={cut_to(shown_behaviour(key, value), 80)}"
         recorded_value = shown_value(recorded.settings.get(setting))
         found.append(
             (

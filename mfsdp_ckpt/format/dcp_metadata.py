@@ -58,6 +58,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import UnsafeMetadataError
 from mfsdp_ckpt.format import dtypes
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, RestrictedUnpickler
@@ -475,7 +476,7 @@ def _size(dims: Any) -> tuple:
 def _layout_name(name: str) -> str:
     """Stand-in for torch.serialization._get_layout: only ever yields a known layout's name."""
     if not isinstance(name, str) or name not in _LAYOUTS:
-        raise UnsafeMetadataError(f"layout name {name!r:.80} is not a torch layout")
+        raise UnsafeMetadataError(f"layout name {cut_to(repr(name), 80)} is not a torch layout")
     return _LAYOUTS[name]
 
 
@@ -514,7 +515,9 @@ def _enum_member(enums: tuple[type[Enum], ...], cls: Any, name: Any) -> Enum:
     pickle `cls(value)`): every DCP save made with those Pythons names it. Only a member of
     an admitted enum class is looked up; anything else is refused."""
     if cls not in enums or not isinstance(name, str) or name not in cls.__members__:
-        raise UnsafeMetadataError(f"getattr({getattr(cls, '__name__', cls)!r:.80}, {name!r:.80})")
+        raise UnsafeMetadataError(
+            f"getattr({cut_to(repr(getattr(cls, '__name__', cls)), 80)}, {cut_to(repr(name), 80)})"
+        )
     return cls[name]
 
 
@@ -594,7 +597,7 @@ def _unpickle(
             "the file ends early (truncated?)" if isinstance(err, EOFError) else ""
         )
         raise UnsafeMetadataError(
-            f"{source}: unreadable DCP metadata ({type(err).__name__}: {detail[:200]})"
+            f"{source}: unreadable DCP metadata ({type(err).__name__}: {cut_to(detail, 200)})"
         ) from None
     metadata_class: Any = allowed[(_DCP_METADATA_MODULE, "Metadata")]
     if not isinstance(result, metadata_class):

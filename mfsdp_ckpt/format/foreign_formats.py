@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.format import deepspeed, hf_trainer
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
@@ -227,8 +227,8 @@ def peft_adapter_line(given: Path) -> str | None:
     kind = data["peft_type"]
     if kind != "LORA":
         return (
-            f"{given}: a PEFT adapter dir of peft_type {kind!r:.40}, not LoRA, which is the one"
-            " kind of adapter mfsdp trains and exports"
+            f"{given}: a PEFT adapter dir of peft_type {cut_to(repr(kind), 40)}, not LoRA, which is"
+            " the one kind of adapter mfsdp trains and exports"
         )
     settings = ", ".join(
         f"{name} {_said(data.get(name))}" for name in ("r", "lora_alpha", "target_modules")
@@ -243,5 +243,5 @@ def _said(value: Any) -> str:
     """A field of an adapter_config.json as a line shows it (repr: a control character in
     it is escaped): of a list of names, the first few."""
     if isinstance(value, list):
-        return f"[{first_of([f'{name!r:.60}' for name in value], 4)}]"
-    return f"{value!r:.60}" if value is not None else "(none)"
+        return f"[{first_of([cut_to(repr(name), 60) for name in value], 4)}]"
+    return cut_to(repr(value), 60) if value is not None else "(none)"

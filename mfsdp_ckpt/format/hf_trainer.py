@@ -28,7 +28,7 @@ import os
 import re
 from pathlib import Path
 
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
@@ -135,7 +135,9 @@ def recorded_step(checkpoint: Path) -> tuple[int | None, str | None]:
     state = loads_object(text, str(file), CheckpointFormatError)
     step = state.get("global_step")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
-        raise CheckpointFormatError(f"{file}: expected an integer global_step, found {step!r:.40}")
+        raise CheckpointFormatError(
+            f"{file}: expected an integer global_step, found {cut_to(repr(step), 40)}"
+        )
     if named is not None and step != named:
         return step, (
             f"{file} says global_step {step}, the dir is {checkpoint.name}: step {step}, as the"

@@ -41,7 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, BinaryIO, ClassVar
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
@@ -210,7 +210,7 @@ class PlaceholderCall:
         self.state = state
 
     def __repr__(self) -> str:
-        return f"<{self.target.qualname}{self.args!r:.60}>"
+        return f"<{self.target.qualname}{cut_to(repr(self.args), 60)}>"
 
 
 PlaceholderPolicy = Callable[[str, str], Placeholder]
@@ -533,8 +533,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         if target.lookup:  # a member: never fresh, so no BUILD writes into it
             if len(args) != 1 or type(args[0]) is not int:
                 raise PickleRefused(
-                    f"refusing {target.qualname} called with {args!r:.40}: only its member"
-                    " lookup by one int is read"
+                    f"refusing {target.qualname} called with {cut_to(repr(args), 40)}: only its"
+                    " member lookup by one int is read"
                 )
             return result
         self._fresh[id(result)] = result
@@ -759,7 +759,7 @@ def check_pickle_budget(data: bytes, budget: int, what: str) -> int:
             if opcode.name == "MEMOIZE" or (opcode.name in _PUTS and arg == entries):
                 entries += 1
             elif opcode.name in _MEMO_INDEXED and not (isinstance(arg, int) and 0 <= arg < entries):
-                raise PickleRefused(f"{what}: memo index {arg!r:.40} out of range")
+                raise PickleRefused(f"{what}: memo index {cut_to(repr(arg), 40)} out of range")
     except PickleRefused:
         raise
     except Exception as err:  # a damaged stream: one line

@@ -119,7 +119,7 @@ class BoundedLoader(yaml.SafeLoader):
             )
             tag = str(node.tag).replace(YAML_TAG, "!!")
             raise YAMLRefused(
-                f"{shown} at line {node.start_mark.line + 1} is not a valid {tag:.80}"
+                f"{shown} at line {node.start_mark.line + 1} is not a valid {cut_to(tag, 80)}"
                 f" ({cut_to(str(err), 80)})"
             ) from None
 

@@ -14,6 +14,7 @@ from mfsdp_ckpt.format.layout import TRACKER_FILE, DamagedRunDirError
 from mfsdp_ckpt.format.run_steps import read_tracker, read_tracker_text
 from trainer.rewards.dispatch import no_built_in_reward
 from trainer.shown_value import MAX_SHOWN_CHARS, shown_value
+from trainer.verl_hydra_value import HydraValueError, hydra_override_value
 
 LONG_STEP = "0" * 43 + "2"
 
@@ -45,3 +46,13 @@ def test_a_long_data_source_is_quoted_as_cut():
     source = "s" * 200 + "!"
     quoted = repr(source)
     assert f"{quoted[:40]}…(+{len(quoted) - 80} chars)…{quoted[-40:]}" in no_built_in_reward(source)
+
+
+def test_a_long_hydra_sweep_is_quoted_as_cut():
+    value = "a," * 100 + "z"
+    quoted = repr(value)
+    with pytest.raises(HydraValueError) as raised:
+        hydra_override_value(value)
+    assert str(raised.value).startswith(
+        f"{quoted[:40]}…(+{len(quoted) - 80} chars)…{quoted[-40:]}: a comma outside brackets"
+    )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from trainer.data.files import (
     DATA_SUFFIXES,
     DataFileError,
@@ -112,9 +113,9 @@ def _split_name_fault(name: str) -> str | None:
 
 
 def _quoted(name: str) -> str:
-    """`name` quoted for an error line (escapes written out, a space seen), its start alone
-    when longer than a split name may be."""
-    return repr(name) if len(name) <= _SPLIT_NAME_MAX_BYTES else f"{name[:40]!r}..."
+    """`name` quoted for an error line (escapes written out, a space seen), its start and end
+    (`cut_to`) when longer than a split name may be."""
+    return repr(name) if len(name) <= _SPLIT_NAME_MAX_BYTES else cut_to(repr(name), 40)
 
 
 def check_split_name(split: str | None) -> None:
