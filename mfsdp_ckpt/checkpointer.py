@@ -9,7 +9,8 @@ the tracker valid:
 3. rank 0 writes `huggingface/` assets, then `manifest.json` last, fsyncs, and renames
    `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
 4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`,
-   `retention.py`: never through a symlink; a step it cannot remove is a warning).
+   `retention.py`: never through a symlink; a step is renamed aside before it is deleted,
+   so a kill meanwhile leaves no step dir; a step it cannot remove is a warning).
 
 With `async_save=True` only the copy to host memory (`staging.py`) happens in the training loop; DCP
 writing and steps 2-4 run in a background thread on a dedicated gloo group, and the next save (or

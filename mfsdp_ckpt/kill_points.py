@@ -27,6 +27,10 @@ SAVE_PHASES = (
     "after_manifest",  # manifest written, temp dir not yet renamed
     "after_rename",  # step dir final, tracker not yet replaced
 )
+# After the save's commit, while `checkpoint.keep_last` removes an old step (retention.py):
+# the step renamed out of the step names, not yet deleted.
+PRUNE_PHASES = ("mid_prune",)
+KILL_PHASES = SAVE_PHASES + PRUNE_PHASES
 
 
 @dataclass(frozen=True)
@@ -38,18 +42,19 @@ class KillPoint:
 
 def kill_point() -> KillPoint | None:
     """MFSDP_CKPT_KILL_AT=<phase>[:<rank>][@<step>] read, None when unset. A phase not in
-    SAVE_PHASES is refused, not ignored: the crash test that set it would pass without its
-    kill ever happening; so is a rank or step that is not a number."""
+    KILL_PHASES is refused, not ignored: the crash test that set it would pass without its
+    kill ever happening; so is a rank or step that is not a number. A phase of
+    PRUNE_PHASES kills the rank that prunes after the save of that step."""
     given = os.environ.get(KILL_AT_ENV)
     if not given:
         return None
     target, has_step, step = given.partition("@")
     phase, has_rank, rank = target.partition(":")
     numbers = [n for n, named in ((rank, has_rank), (step, has_step)) if named]
-    if phase not in SAVE_PHASES or not all(n.isascii() and n.isdigit() for n in numbers):
+    if phase not in KILL_PHASES or not all(n.isascii() and n.isdigit() for n in numbers):
         raise MfsdpUsageError(
             f"{KILL_AT_ENV}={given!r}: not <phase>[:<rank>][@<step>] with a phase of "
-            f"{', '.join(SAVE_PHASES)}"
+            f"{', '.join(KILL_PHASES)}"
         )
     return KillPoint(phase, int(rank) if has_rank else None, int(step) if has_step else None)
 

@@ -59,6 +59,7 @@ from mfsdp_ckpt.format.file_hash import ByteProgress, rehash_like
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.verl_contents import VerlContentsError
 from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.retention import leftover_note, removal_leftovers
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
@@ -176,11 +177,16 @@ def _run_checks(
     # a LoRA step holds adapters, not the config's weights; a manifest that cannot be read
     # (its error is reported) leaves unknown which it holds
     unread = manifest is None and paths.manifest is not None
+    errors_before = _errors(report)
     if not unread and (manifest is None or manifest.lora is None):
         check_against_config(paths, reader, roots, report, hf_config)
     elif manifest is not None:  # its adapters against the weights they add to
         check_lora_against_config(paths, reader, roots, report, hf_config)
     check_export_assets(paths, report, hf_config)
+    if deep and hf_config is not None and _errors(report) > errors_before:
+        # the given config is refused in seconds: not after minutes of reading every byte
+        report.add(WARNING, paths.dist_ckpt, DEEP_SKIPPED)
+        deep = report.deep = False
     check_base_model(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
     )
@@ -197,6 +203,13 @@ def _run_checks(
             check_objects(each, report)
             done += len(each.tensors)
     return report
+
+
+DEEP_SKIPPED = "values not read (--deep): the --hf-config given is refused above; fix it first"
+
+
+def _errors(report: ValidationReport) -> int:
+    return sum(finding.severity == ERROR for finding in report.findings)
 
 
 def _check_metadata_tail(
@@ -297,6 +310,9 @@ def _resolve(
             report.add_error(tracker, err)
             step = None
         steps = run_steps.list_complete_steps(given)
+        leftovers = removal_leftovers(given)
+        if leftovers:
+            report.add(WARNING, leftovers[0], leftover_note(leftovers))
         if step is not None and step not in steps:
             refuse_if_moved_on(given, step)
             report.add(ERROR, tracker, _tracked_step_not_complete(given, step))

@@ -65,16 +65,21 @@ def undeletable(monkeypatch):
     """Make removing a directory fail as a disk or a permission makes it fail (EACCES), for
     the directories given: root ignores permission bits, and not every file system has
     `chattr +i`, so the removal itself is what fails here."""
-    locked: list = []
+    locked: set = set()  # (device, inode): a step is renamed before it is removed
     remove = shutil.rmtree
 
     def rmtree(path, *args, **kwargs):
-        if any(os.path.samefile(path, dir_) for dir_ in locked):
+        if os.path.lexists(path) and _identity(path) in locked:
             raise PermissionError(13, "Permission denied", str(path))
         remove(path, *args, **kwargs)
 
     monkeypatch.setattr(shutil, "rmtree", rmtree)
-    return locked.append
+    return lambda dir_: locked.add(_identity(dir_))
+
+
+def _identity(path) -> tuple[int, int]:
+    stat = os.lstat(path)
+    return stat.st_dev, stat.st_ino
 
 
 def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
@@ -89,8 +94,10 @@ def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
     assert run_steps.read_tracker(run) == 3
     assert not layout.step_dir(run, 2).exists()  # the rest of the prune went on
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert line.startswith(f"warning: {layout.step_dir(run, 1)}: not removed by")
+    left = run / f".global_step_1.removing-{os.getpid()}"  # out of the step names already
+    assert line.startswith(f"warning: {left}: not removed by")
     assert line.endswith("step 3 is saved, and the next save tries again")
+    assert run_steps.list_complete_steps(run) == [3]
 
 
 def test_a_replaced_step_that_cannot_be_removed_is_a_warning_and_goes_later(
