@@ -225,6 +225,18 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         " the one",
         "`checkpoint.resume=auto`, verl and Megatron-LM resume from, and `--strict` passes.",
         "",
+        "A kill while `checkpoint.keep_last` removes an old step"
+        " (`MFSDP_CKPT_KILL_AT=mid_prune@N`: after",
+        "the save of step N; `tests/ckpt/test_prune_is_crash_safe.py`, not a generated"
+        " row) leaves no step",
+        "dir behind: the step is renamed out of the step names"
+        " (`.global_step_N.removing-PID`) before it is",
+        "deleted. `validate` names such a leftover in one warning, and the next save"
+        " removes it, as it",
+        "removes a `global_step_N` without manifest older than every step kept (what"
+        " such a kill left",
+        "before 2026-12-06).",
+        "",
         "## Damaged and hostile checkpoints",
         "",
         "Each fault is inflicted on a fresh copy of a one-process SFT run "
@@ -247,6 +259,13 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "",
         "Each command runs next to a copy of the same run; "
         "its step-2 checkpoint must stay byte-identical.",
+        "",
+        "A run that the disk ends (a failed save, `metrics.jsonl` not written) says"
+        " after what failed which",
+        "checkpoint the next run resumes from, and how (`the newest checkpoint is"
+        " RUN/global_step_N: run the",
+        "same command again to resume from it`;"
+        " `tests/trainer/test_run_ended_by_a_full_disk_names_the_checkpoint.py`).",
         "",
         "| Case | Input | Expected | Observed | Result |",
         "|---|---|---|---|---|",

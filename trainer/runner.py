@@ -53,6 +53,7 @@ from trainer.resume import (
     resume_target,
 )
 from trainer.resume_state import STEP
+from trainer.run_ended import run_ended
 from trainer.strategies.base import Strategy
 from trainer.thread_record import THREADS_INFO_KEY, thread_change_warning, threads_of_every_rank
 
@@ -417,11 +418,14 @@ class TrainingRun:
                     self._say_step(step + 1, hooks.bar_postfix(record))
             hooks.after_last_step(metrics)
             self.checkpointer.close()
-        except BaseException:
+        except BaseException as err:
             # Ctrl-C or a failure with an async save in flight: it commits now, while the
             # process group and the run dir's lock are still held (it went on committing
             # after both were gone, and the line said the step before was the newest)
             self.checkpointer.settle()
+            ended = run_ended(err, self.run_dir, self.cfg.checkpoint.resume)
+            if ended is not None:  # a full disk: its line names the step to resume
+                raise ended from None
             raise
         finally:
             if bar is not None:

@@ -44,11 +44,28 @@ _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENO
 def cannot_create(option: str, out: str | os.PathLike, folder: Path, err: OSError) -> Exception:
     """The one line for a folder at or above `out` in which nothing could be created (the
     lock file beside it, a missing parent): it names the option and the folder, not the
-    hidden lock file; bad usage (exit 2) where the folder is no place for output."""
-    message = f"{option} {out}: cannot create files in {folder} ({err.strerror or err})"
+    hidden lock file; bad usage (exit 2) where the folder is no place for output. The
+    folder is named as `out` names it (`small` for `small/run`), as every error names a
+    path the user gave (`as_given`)."""
+    shown = as_given(folder, out)
+    message = f"{option} {out}: cannot create files in {shown} ({err.strerror or err})"
     if err.errno in _NOT_WRITABLE:
         return OutputNotWritableError(f"{message}; choose another {option}")
     return MfsdpFailedError(message)
+
+
+def as_given(folder: Path, out: str | os.PathLike) -> str | os.PathLike:
+    """`folder`, found at or above the output `out`, as the user's `out` names it: the part
+    of a relative `out` that leads to it (`small` of `small/run`, `.` of `run`), matched
+    through links the way the lock file found it; where none does (an absolute `out`, a
+    link leading elsewhere), `folder` as it is."""
+    if os.path.isabs(out):
+        return folder
+    real = os.path.realpath(folder)
+    for part in Path(out).parents:
+        if os.path.realpath(part) == real:
+            return part
+    return folder
 
 
 def _open_lock_file(lock_path: Path, out: str | os.PathLike, option: str) -> int:

@@ -1,0 +1,69 @@
+"""The line a run ends with when the machine fails it (a save that failed, the metrics log on
+a full disk): what failed, then the checkpoint the next run resumes from and how.
+
+A rank killed mid-run ended with "the newest checkpoint is RUN/global_step_N: run the same
+command again to resume from it", but a full disk ended the run with
+`RUN/metrics.jsonl: No space left on device` alone, and the user had to find the step to go
+on from by listing the run dir. Every failure that ends a run this way now says both.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError, TrackerNotUpdatedError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from mfsdp_ckpt.format import layout, run_steps
+from mfsdp_ckpt.storage.file_errors import os_error_line
+
+# An OSError of these is no file failing the run: memory (the CLI's out-of-memory line says
+# what frees enough) and a closed stdout (ends quietly, as a Unix tool does)
+_NOT_THE_DISK = {errno.ENOMEM, errno.EPIPE}
+
+
+class RunEndedError(MfsdpFailedError):
+    """A failure of the machine that ended a run, with where the next run resumes (exit 1)."""
+
+
+def resume_words(resume: str) -> str:
+    """How a stopped run of `checkpoint.resume=resume` goes on from its newest checkpoint."""
+    if resume == "auto":
+        return "run the same command again"
+    return "run it again with checkpoint.resume=auto"
+
+
+def newest_checkpoint(run_dir: str | os.PathLike, resume: str) -> str:
+    """`the newest checkpoint is RUN/global_step_N: run the same command again to resume
+    from it` (as `checkpoint.resume=auto` finds it), `no checkpoint was saved in RUN yet`, or
+    "" when the run dir cannot say (a damaged tracker: the next run says so itself)."""
+    try:
+        step = run_steps.resume_step(run_dir)
+    except (MfsdpError, OSError):
+        return ""
+    if step is None:
+        return f"no checkpoint was saved in {run_dir} yet"
+    return (
+        f"the newest checkpoint is {layout.step_dir(run_dir, step)}: "
+        f"{resume_words(resume)} to resume from it"
+    )
+
+
+def run_ended(err: BaseException, run_dir: str | os.PathLike, resume: str) -> RunEndedError | None:
+    """`err`'s line with `newest_checkpoint` after it, for a failed save or a file the run
+    could not write (a full disk, a quota, a read-only remount); None for anything else,
+    which says itself (an interrupt, a rank gone, memory, a bug), and for a tracker not
+    updated, whose line already says how to resume. Ask once an async save in flight has
+    settled: the checkpoint it commits is the newest."""
+    if isinstance(err, TrackerNotUpdatedError):
+        return None
+    if isinstance(err, CheckpointSaveError):
+        line = str(err)
+    elif isinstance(err, OSError) and err.errno not in _NOT_THE_DISK:
+        line = os_error_line(err)
+    else:
+        return None
+    where = newest_checkpoint(run_dir, resume)
+    ended = RunEndedError(f"{line}; {where}" if where else line)
+    ended.every_rank = getattr(err, "every_rank", False)
+    return ended
