@@ -332,7 +332,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
         assert source.assets is not None  # a source without a checkpoint is a model dir
-        files = check_weight_files(source.assets, config, overridden=bool(cfg.overrides))
+        files = check_weight_files(source.assets, config, dict(cfg.overrides or {}))
         generation_config_bytes(source.assets, source)  # from_pretrained reads it too
         # ignore below: transformers types PreTrainedModel.to (`@wraps(Module.to)`) as
         # wanting the model as its first argument

@@ -42,11 +42,11 @@ class ModelWeightsError(MfsdpUsageError, ValueError):
     every_rank = True
 
 
-def check_weight_files(assets: Path, config: Any, overridden: bool) -> SafetensorsSource:
+def check_weight_files(assets: Path, config: Any, overrides: dict[str, Any]) -> SafetensorsSource:
     """The model dir's weight files, read as headers only, once each fits `config` (the
-    transformers config the run builds from `assets`' config.json, with model.overrides when
-    `overridden`). The files may lead anywhere: the model dir is the user's own, not a
-    checkpoint handed over. ModelFilesError for a damaged file, ModelWeightsError for
+    transformers config the run builds from `assets`' config.json with `overrides`, the
+    run's model.overrides). The files may lead anywhere: the model dir is the user's own,
+    not a checkpoint handed over. ModelFilesError for a damaged file, ModelWeightsError for
     weights of another model."""
     from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
     from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
@@ -64,8 +64,9 @@ def check_weight_files(assets: Path, config: Any, overridden: bool) -> Safetenso
     expected = weights_from_table(
         config.model_type, table, bool(settings.get("tie_word_embeddings", False))
     )
-    described = "config.json with model.overrides" if overridden else "config.json"
-    _refuse_strangers(source, expected, config, described, assets if overridden else None)
+    described = "config.json with model.overrides" if overrides else "config.json"
+    own = _config_json_weights(assets, settings, overrides) if overrides else None
+    _refuse_strangers(source, expected, config, described, own)
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
     problem = weights_disagreement(assets, shapes, expected, unknown=False)
     if problem:
@@ -78,28 +79,26 @@ def _refuse_strangers(
     expected: ExpectedWeights,
     config: Any,
     described: str,
-    overridden_dir: Path | None,
+    own: ExpectedWeights | None,
 ) -> None:
     """ModelWeightsError naming the file of the first stored tensor (by name) the model has
     no place for, and how many there are; for layers past num_hidden_layers, which layers
-    the weights hold. With `overridden_dir` (the model dir, when model.overrides shape the
-    run's model), tensors its config.json's own model holds are left out with a note."""
+    the weights hold. With `own` (the weights of config.json's own model, when
+    model.overrides shape the run's), tensors that model holds are left out with a note."""
     strangers = sorted(
         name
         for name in source.tensors
         if name not in expected.allowed and not _DERIVED.search(name)
     )
-    if strangers and overridden_dir is not None:
-        own = _config_json_weights(overridden_dir)
-        if own is not None and all(name in own.allowed for name in strangers):
-            log.warning(
-                "note: %d tensor(s) of %s (e.g. %r) are left out: model.overrides build a"
-                " model without them",
-                len(strangers),
-                source.root,
-                strangers[0],
-            )
-            return
+    if strangers and own is not None and all(name in own.allowed for name in strangers):
+        log.warning(
+            "note: %d tensor(s) of %s (e.g. %r) are left out: model.overrides build a"
+            " model without them",
+            len(strangers),
+            source.root,
+            strangers[0],
+        )
+        return
     if not strangers:
         return
     first = strangers[0]
@@ -118,16 +117,21 @@ def _refuse_strangers(
     )
 
 
-def _config_json_weights(assets: Path) -> ExpectedWeights | None:
-    """The weights the model of `assets`' config.json alone (no model.overrides) holds; None
-    for a family name_maps has no table for."""
+def _config_json_weights(
+    assets: Path, settings: dict[str, Any], overrides: dict[str, Any]
+) -> ExpectedWeights | None:
+    """The weights the model of `assets`' config.json alone holds: the run's config
+    (`settings`, transformers' defaults filled in: a config.json may leave out
+    tie_word_embeddings or num_key_value_heads) with each overridden key back at its
+    config.json value, or left to the family's default where config.json has none. None for
+    a family name_maps has no table for."""
     from mfsdp_ckpt.convert.hf_config import read_config_json, weights_from_table
     from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
 
     _, fields = read_config_json(assets)
-    table = hf_state_dict_shapes(fields)
+    own = {key: value for key, value in settings.items() if key not in overrides}
+    own.update({key: fields[key] for key in overrides if key in fields})
+    table = hf_state_dict_shapes(own)
     if table is None:
         return None
-    return weights_from_table(
-        fields["model_type"], table, bool(fields.get("tie_word_embeddings", False))
-    )
+    return weights_from_table(own["model_type"], table, bool(own.get("tie_word_embeddings", False)))

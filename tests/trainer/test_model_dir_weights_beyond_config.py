@@ -9,6 +9,7 @@ as transformers accepts it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -146,3 +147,38 @@ def test_training_from_weights_of_more_layers_stops_before_it_starts(trainable, 
     one_error(err, f"{model / WEIGHTS}: 24 tensor(s)", "layers 0-3")
     assert "LOAD REPORT" not in err
     assert not (tmp_path / "run").exists()
+
+
+def _as_llama_without_defaults(model: Path) -> None:
+    """The tiny model as a Llama whose config.json leaves out what transformers fills in
+    (num_key_value_heads: one per head; tie_word_embeddings: false), as older Llama
+    configs do."""
+    tensors = load_file(str(model / WEIGHTS))
+    for name in [name for name in tensors if name.endswith(".bias")]:
+        del tensors[name]
+    for name in [name for name in tensors if ".k_proj." in name or ".v_proj." in name]:
+        tensors[name] = torch.cat([tensors[name], tensors[name]], 0)
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
+    save_file(tensors, str(model / WEIGHTS), metadata={"format": "pt"})
+    config = json.loads((model / "config.json").read_text())
+    for key in ("num_key_value_heads", "tie_word_embeddings", "max_window_layers"):
+        config.pop(key, None)
+    for key in ("use_sliding_window", "sliding_window", "layer_types"):
+        config.pop(key, None)
+    config.update(model_type="llama", architectures=["LlamaForCausalLM"])
+    (model / "config.json").write_text(json.dumps(config))
+
+
+def test_overrides_over_a_config_json_that_leaves_defaults_out_take_layers_away(
+    trainable, tmp_path, caplog
+):
+    """config.json's own model is the one transformers builds from it, defaults filled in:
+    read from the file alone, a Llama without num_key_value_heads had no table, and the
+    layers `num_hidden_layers: 1` takes away were refused as strangers."""
+    model = Path(shutil.copytree(trainable[0], tmp_path / "llama"))
+    _as_llama_without_defaults(model)
+    cfg = ModelConfig(path=str(model), overrides={"num_hidden_layers": 1})
+    with caplog.at_level("WARNING", logger="mfsdp.model"):
+        built = _build(cfg)
+    assert not any(".layers.1." in name for name, _ in built.named_parameters())
+    assert any("are left out: model.overrides" in r.getMessage() for r in caplog.records)
