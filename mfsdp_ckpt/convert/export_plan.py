@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.convert.config_behaviour import sliding_window
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
-from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig, expected_weights_of
+from mfsdp_ckpt.convert.export_source import (
+    ExportSource,
+    JsonConfig,
+    config_json_location,
+    expected_weights_of,
+)
 from mfsdp_ckpt.convert.fused_tensors import COPY, VOCAB, Geometry
 from mfsdp_ckpt.convert.mapping_errors import (
     AdapterWeightsError,
@@ -265,7 +271,7 @@ def plan_export(
         try:
             refuse_attention_window(config)
         except UnsupportedModelError as err:
-            raise ExportError(f"{source.location}: {err}") from None
+            raise _window_error(source, config, hf_config, err) from None
     _check_against_config(source, config, items, chosen_layout, unknown_error)
     if compare_tied_head and geometry.tie_word_embeddings:
         pair = _TIED_PAIRS[chosen_layout]
@@ -289,6 +295,22 @@ def plan_export(
         mtp=mtp,
         cast_from_config=cast_from_config,
     )
+
+
+def _window_error(
+    source: ExportSource,
+    config: JsonConfig | PretrainedConfig,
+    hf_config: str | os.PathLike | None,
+    err: UnsupportedModelError,
+) -> MfsdpError:
+    """A window export cannot convert is the checkpoint's (exit 1, naming it); but layer
+    counts transformers itself refuses (layer_types not one per layer: no window can be
+    read) are --hf-config's fault: exit 2 naming its config.json, as --verify's
+    transformers check, which meets the same file first, says it."""
+    keys = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+    if hf_config is not None and sliding_window(keys) is None:
+        return ExportUsageError(f"{config_json_location(os.fspath(hf_config))}: {err}")
+    return ExportError(f"{source.location}: {err}")
 
 
 def _unmapped_error(

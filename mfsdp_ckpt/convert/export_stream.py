@@ -8,7 +8,7 @@ import errno
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
@@ -18,7 +18,6 @@ from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.reader import Chunk
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
 if TYPE_CHECKING:
@@ -82,54 +81,85 @@ class PieceBuffers(threading.local):
         return self.source, self.target
 
 
-def stream_tensor(
-    plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: PieceBuffers
-) -> bool:
-    """Stream one `is_streamable` tensor into place; False (nothing claimed) when a blob is not
-    plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
+class RawPiece(NamedTuple):
+    """One stored chunk of an `is_streamable` tensor as raw bytes: its `file`, where its bytes
+    start there (`offset`), its element count as stored (`stored`), and the `numel` of
+    them that land in the output from element `start` on (fewer: padding dropped)."""
+
+    file: str
+    offset: int
+    stored: int
+    start: int
+    numel: int
+
+
+def raw_pieces(plan: ExportPlan, item: MappedTensor) -> list[RawPiece] | None:
+    """Where each stored chunk of an `is_streamable` tensor lands in its one output, in
+    order; None when a blob is not plain raw bytes (the caller decodes it whole). Shared
+    by the export's stream and --verify's, which reads the source as the export did."""
     reader, entry = plan.source.reader, plan.entry(item)
-    store = cast("_FdStore", reader.store)  # `is_streamable` checked that it has open_fd
     row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
     kept_rows = item.shapes[0][0] if entry.shape else 1  # fewer than stored: padding dropped
-    # chunk, its file, where its raw bytes start, how many of its elements are written
-    pieces: list[tuple[Chunk, str, int, int]] = []
+    pieces: list[RawPiece] = []
     for chunk in (c for c in entry.chunks if c.numel):
         first_row = chunk.offsets[0] if entry.shape else 0
         if first_row >= kept_rows:
             continue
         offset = reader.raw_payload_offset(entry, chunk)
         if offset is None or chunk.file is None:
-            return False
+            return None
         kept = min(chunk.numel, (kept_rows - first_row) * row)
-        pieces.append((chunk, chunk.file, offset, kept))
+        pieces.append(RawPiece(chunk.file, offset, chunk.numel, first_row * row, kept))
+    return pieces
+
+
+def open_piece(plan: ExportPlan, item: MappedTensor, piece: RawPiece) -> int:
+    """A descriptor of `piece`'s file (the caller closes it), checked to hold its bytes."""
+    reader, size = plan.source.reader, plan.entry(item).dtype.itemsize
+    fd = cast("_FdStore", reader.store).open_fd(piece.file)  # `is_streamable`: has open_fd
+    try:
+        _check_size(fd, piece.offset + piece.stored * size, reader.root / piece.file)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def stream_tensor(
+    plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: PieceBuffers
+) -> bool:
+    """Stream one `is_streamable` tensor into place; False (nothing claimed) when a blob is not
+    plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
+    reader, entry = plan.source.reader, plan.entry(item)
+    pieces = raw_pieces(plan, item)
+    if pieces is None:
+        return False
     name, out_dtype = item.targets[0], plan.dtypes[item.targets[0]]
     try:
-        for index, (chunk, file, offset, numel) in enumerate(pieces):
-            fd = store.open_fd(file)
+        for index, piece in enumerate(pieces):
+            fd = open_piece(plan, item, piece)
             try:
-                _check_size(fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / file)
-                start, done = (
-                    (chunk.offsets[0] * row if entry.shape else 0),
-                    index == len(pieces) - 1,
-                )
+                done = index == len(pieces) - 1
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
                     if not plan.allow_nonfinite:
-                        _check_finite_range(plan, item, fd, offset, numel)
-                    writer.copy_range(name, fd, offset, start * size, numel * size, done=done)
+                        _check_finite_range(plan, item, fd, piece.offset, piece.numel)
+                    writer.copy_range(
+                        name, fd, piece.offset, piece.start * size, piece.numel * size, done=done
+                    )
                 else:
                     _cast_range(
                         fd,
-                        offset,
+                        piece.offset,
                         entry.dtype,
-                        numel,
+                        piece.numel,
                         writer,
                         name,
-                        start,
+                        piece.start,
                         out_dtype,
                         done,
                         buffers,
-                        reader.root / file,
+                        reader.root / piece.file,
                     )
                     if not plan.allow_nonfinite and buffers.nonfinite:
                         raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)
@@ -198,7 +228,7 @@ def _cast_range(
     for first in range(0, numel, STREAM_PIECE_ELEMENTS):
         count = min(STREAM_PIECE_ELEMENTS, numel - first)
         raw = source[: count * dtype.itemsize]
-        _pread_exact(fd, raw.numpy().data, offset + first * dtype.itemsize, path)
+        pread_exact(fd, raw.numpy().data, offset + first * dtype.itemsize, path)
         cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
         cast.copy_(raw.view(dtype.torch))
         finite = torch.isfinite(cast)  # one pass over bytes still in cache
@@ -215,7 +245,7 @@ def _cast_range(
         )
 
 
-def _pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
+def pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
     done = 0
     while done < len(buffer):
         count = os.preadv(fd, [buffer[done:]], offset + done)

@@ -1,6 +1,8 @@
 """--verify: re-read the written safetensors and compare every tensor, bit for bit, with its
-source after conversion and cast: per thread, the converted tensor and one piece of the
-written one (`differing_bytes`) in memory at a time.
+source after conversion and cast. A tensor the export streams (`is_streamable`) is compared
+as it was written, a piece of the source read and cast beside the same piece of the written
+file (`_streamed_pieces`); any other is converted whole and its written bytes read a piece
+at a time (`differing_bytes`).
 """
 
 from __future__ import annotations
@@ -8,13 +10,23 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_listing import list_export, named_in_export
-from mfsdp_ckpt.convert.export_plan import ExportPlan, convert
+from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, task_cost
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
+from mfsdp_ckpt.convert.export_stream import (
+    STREAM_PIECE_ELEMENTS,
+    PieceBuffers,
+    RawPiece,
+    is_streamable,
+    open_piece,
+    pread_exact,
+    raw_pieces,
+)
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
@@ -86,29 +98,34 @@ def _verify_file(
     files is converted once per file. Each item's compared tensors are added to `tally`.
 
     Each written tensor is read a piece at a time into memory of its own
-    (`differing_bytes`), never through `safe_open`, which maps the whole file: the mapped
+    (`_differing`), never through `safe_open`, which maps the whole file: the mapped
     pages count in the process's memory, so verifying a 5 GB shard held 5 GB, whatever its
-    largest tensor."""
+    largest tensor. A streamed tensor's source is read a piece at a time too (costing the
+    byte budget nothing, as in the export): converted whole, a bf16 export's largest
+    tensor was held in fp32 and in bf16 at once, 1.6x it in all."""
     problems: list[str] = []
     lock = threading.Lock()
+    here = replace(plan, items=[i for i in plan.items if not listed.isdisjoint(i.targets)])
+    streamable = {item.source for item in here.items if is_streamable(here, item)}
+    buffers = _CompareBuffers()
 
     def work(item: MappedTensor) -> int:
         found = []
         compared, compared_bytes = 0, 0
-        for name, wanted in convert(plan, item):
+        for name, shape, dtype, pieces in _expected(here, item, streamable, buffers):
             if name not in listed:
                 continue
-            compared, compared_bytes = compared + 1, compared_bytes + wanted.nbytes
+            nbytes = math.prod(shape) * dtype.itemsize
+            compared, compared_bytes = compared + 1, compared_bytes + nbytes
             entry = written_file.tensors[name]
-            if entry.dtype.torch != wanted.dtype or entry.shape != tuple(wanted.shape):
+            if entry.dtype.torch != dtype or entry.shape != shape:
                 found.append(
-                    f"{name}: {entry.shape} {entry.dtype.torch} written, "
-                    f"{tuple(wanted.shape)} {wanted.dtype} expected"
+                    f"{name}: {entry.shape} {entry.dtype.torch} written, {shape} {dtype} expected"
                 )
                 continue
             try:
-                differing = differing_bytes(written_file, entry, wanted)
-            except OSError as err:
+                differing = _differing(written_file, entry, pieces, buffers)
+            except _WrittenUnreadable as err:
                 found.append(
                     f"{name}: unreadable in {file} ({named_in_export(str(err), written_file.root)})"
                 )
@@ -121,9 +138,111 @@ def _verify_file(
             tally.add(compared, compared_bytes)
         return compared_bytes
 
-    here = [item for item in plan.items if not listed.isdisjoint(item.targets)]
-    run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)
+    def cost(plan: ExportPlan, item: MappedTensor) -> int:
+        return 0 if item.source in streamable else task_cost(plan, item)
+
+    run_tasks(here, work, workers, buffer_bytes, None, 0, cost)
     return problems
+
+
+class _WrittenUnreadable(Exception):
+    """`error` came reading the written file, not the source (whose errors propagate)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class _CompareBuffers(PieceBuffers):
+    """`PieceBuffers` (source piece, its cast) plus one for the written piece beside them."""
+
+    written: torch.Tensor | None = None
+
+    def written_piece(self, nbytes: int) -> torch.Tensor:
+        import torch
+
+        if self.written is None or self.written.numel() < nbytes:
+            self.written = torch.empty(nbytes, dtype=torch.uint8)
+        return self.written[:nbytes]
+
+
+# (HF name, shape, dtype, (byte offset in the written tensor, expected bytes) in order)
+_Expected = tuple[str, tuple[int, ...], "torch.dtype", Iterable[tuple[int, "torch.Tensor"]]]
+
+
+def _expected(
+    plan: ExportPlan, item: MappedTensor, streamable: set[str], buffers: _CompareBuffers
+) -> Iterator[_Expected]:
+    """What `item` should have written: streamed when the export streamed it and its source
+    is raw bytes (`_streamed_pieces`), else converted whole and cut into pieces."""
+    pieces = raw_pieces(plan, item) if item.source in streamable else None
+    if pieces is not None:
+        name = item.targets[0]
+        yield (
+            name,
+            tuple(item.shapes[0]),
+            plan.dtypes[name].torch,
+            _streamed_pieces(plan, item, pieces, buffers),
+        )
+        return
+    for name, wanted in convert(plan, item):
+        yield name, tuple(wanted.shape), wanted.dtype, _whole_pieces(wanted)
+
+
+def _streamed_pieces(
+    plan: ExportPlan, item: MappedTensor, pieces: list[RawPiece], buffers: _CompareBuffers
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """The expected bytes of a streamed tensor, `STREAM_PIECE_ELEMENTS` at a time: read from
+    the source as stored and cast as the export cast them (torch rounds as `.to()` does)."""
+    source_dtype, out_dtype = plan.entry(item).dtype, plan.dtypes[item.targets[0]]
+    source, target = buffers.get(
+        STREAM_PIECE_ELEMENTS * source_dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize
+    )
+    for piece in pieces:
+        fd = open_piece(plan, item, piece)
+        try:
+            for first in range(0, piece.numel, STREAM_PIECE_ELEMENTS):
+                count = min(STREAM_PIECE_ELEMENTS, piece.numel - first)
+                raw = source[: count * source_dtype.itemsize]
+                at = piece.offset + first * source_dtype.itemsize
+                pread_exact(fd, raw.numpy().data, at, plan.source.reader.root / piece.file)
+                expected = raw
+                if out_dtype != source_dtype:
+                    expected = target[: count * out_dtype.itemsize]
+                    expected.view(out_dtype.torch).copy_(raw.view(source_dtype.torch))
+                yield (piece.start + first) * out_dtype.itemsize, expected
+        finally:
+            os.close(fd)
+
+
+def _whole_pieces(
+    wanted: torch.Tensor, piece_bytes: int = COMPARE_PIECE_BYTES
+) -> Iterator[tuple[int, torch.Tensor]]:
+    expected = bit_pattern(wanted)
+    for start in range(0, len(expected), piece_bytes):
+        yield start, expected[start : start + piece_bytes]
+
+
+def _differing(
+    written_file: SafetensorsSource,
+    entry: StoredTensor,
+    pieces: Iterable[tuple[int, torch.Tensor]],
+    buffers: _CompareBuffers,
+) -> int:
+    """How many of the written `entry`'s bytes differ from the expected `pieces`, each read
+    beside its piece into one buffer; `_WrittenUnreadable` when the written file fails."""
+    import torch
+
+    differing = 0
+    for start, wanted_part in pieces:
+        part = buffers.written_piece(len(wanted_part))
+        try:
+            written_file.read_into(entry, part.numpy().data, start)
+        except OSError as err:
+            raise _WrittenUnreadable(err) from err
+        if not torch.equal(part, wanted_part):  # counted only then: the mask is a copy
+            differing += int(torch.count_nonzero(part != wanted_part))
+    return differing
 
 
 def differing_bytes(
@@ -135,19 +254,13 @@ def differing_bytes(
     """How many of the written `entry`'s bytes differ from `wanted`'s, read `piece_bytes`
     at a time into one buffer: the written tensor read whole beside the converted source
     held both, 2x the largest tensor (2.4x with torch), where the help promises about the
-    largest tensor plus a fixed buffer."""
-    import torch
-
-    expected = bit_pattern(wanted)
-    piece = torch.empty(min(piece_bytes, entry.nbytes), dtype=torch.uint8)
-    differing = 0
-    for start in range(0, entry.nbytes, piece_bytes):
-        part = piece[: min(piece_bytes, entry.nbytes - start)]
-        written_file.read_into(entry, part.numpy().data, start)
-        wanted_part = expected[start : start + len(part)]
-        if not torch.equal(part, wanted_part):  # counted only then: the mask is a copy
-            differing += int(torch.count_nonzero(part != wanted_part))
-    return differing
+    largest tensor plus a fixed buffer. An OSError reading the written file propagates."""
+    try:
+        return _differing(
+            written_file, entry, _whole_pieces(wanted, piece_bytes), _CompareBuffers()
+        )
+    except _WrittenUnreadable as err:
+        raise err.error from None
 
 
 def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
