@@ -2,7 +2,8 @@
 (bench/dcp_metadata_read.py times them), silent before.
 
 The library reports each large read through `dcp_metadata.reporting_reads`; here it
-becomes a bar on a terminal, or one line on stderr into a log, before the read starts.
+becomes a bar on a terminal, or one line on stderr into a log, before the read starts;
+then one line as the checks of its chunks begin (seconds more, silent before).
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ def metadata_progress(shown: bool = True) -> Iterator[None]:
         elif done == 0:
             say(f"reading {source} ({total / 2**20:,.1f} MiB) ...", err=True)
 
+    def checking(source: str) -> None:
+        say(f"checking what {source} lists ...", err=True)
+
     try:
-        with reporting_reads(report):
+        with reporting_reads(report, checking):
             yield
     finally:
         for bar in bars.values():

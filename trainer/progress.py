@@ -24,6 +24,9 @@ T = TypeVar("T")
 FALLBACK_SIZE = os.terminal_size((80, 24))
 # The least time between two plain progress lines where no bar is drawn (`PlainLines`)
 PLAIN_LINE_SECONDS = 30.0
+# When the first of them comes, after the first report: setup before that report takes
+# seconds more, and 40 s of nothing in a SLURM log or a CI pipe looks hung
+FIRST_PLAIN_LINE_SECONDS = 10.0
 
 
 def bars_drawn() -> bool:
@@ -97,27 +100,35 @@ def item_bar(items: Iterable[T], desc: str, enabled: bool) -> Iterable[T]:
 
 
 class PlainLines:
-    """Progress as a plain line (`export: 12.3 of 40.1 GB (31%), 85 MB/s, 5m12s left`), at
-    most one per `every` seconds and the first `every` seconds after the first report: where
-    no bar is drawn (a log file, a pipe, a SLURM log) a 10-minute export or validate --deep
-    showed nothing until its summary, no sign of a hang or of slow work, and a command that
-    ends sooner prints no line at all."""
+    """Progress as a plain line (`export: 12.3 of 40.1 GB (31%), 85 MB/s, 5m12s left`), the
+    first `first` seconds after the first report (or `every`, if sooner), then at most one
+    per `every` seconds: where no bar is drawn (a log file, a pipe, a SLURM log) a 10-minute
+    export or validate --deep showed nothing until its summary, no sign of a hang or of
+    slow work, and a command that ends sooner prints no line at all."""
 
-    def __init__(self, label: str, unit: str, unit_scale: bool, every: float):
+    def __init__(
+        self,
+        label: str,
+        unit: str,
+        unit_scale: bool,
+        every: float,
+        first: float = FIRST_PLAIN_LINE_SECONDS,
+    ):
         self.label, self.unit, self.unit_scale, self.every = label, unit, unit_scale, every
+        self.first = min(first, every)
         self._start: tuple[float, int] | None = None  # (time, done) of the first report
-        self._said = 0.0  # when the last line was printed
+        self._due = 0.0  # when the next line may be printed
 
     def update(self, done: int, total: int) -> None:
         now = time.monotonic()
         if self._start is None:
-            self._start, self._said = (now, done), now
+            self._start, self._due = (now, done), now + self.first
             return
-        if now - self._said < self.every:
+        if now < self._due:
             return
-        self._said = now
-        began, first = self._start
-        rate = (done - first) / (now - began) if now > began else 0.0
+        self._due = now + self.every
+        began, done_then = self._start
+        rate = (done - done_then) / (now - began) if now > began else 0.0
         share = f" ({100 * done // total}%)" if total else ""
         left = f", {_duration((total - done) / rate)} left" if rate > 0 and total >= done else ""
         line = (

@@ -74,14 +74,19 @@ if TYPE_CHECKING:
 # progress shown for them.
 PROGRESS_FROM_BYTES = 16 << 20
 ReadProgress = Callable[[str, int, int], None]  # (file, bytes read, its size)
-_read_progress: ContextVar[ReadProgress | None] = ContextVar("_read_progress", default=None)
+CheckNotice = Callable[[str], None]  # (file): read, and now checked (schema, then chunks)
+_read_progress: ContextVar[tuple[ReadProgress, CheckNotice | None] | None] = ContextVar(
+    "_read_progress", default=None
+)
 
 
 @contextlib.contextmanager
-def reporting_reads(callback: ReadProgress) -> Iterator[None]:
+def reporting_reads(callback: ReadProgress, checking: CheckNotice | None = None) -> Iterator[None]:
     """Within this block, every `.metadata` of at least PROGRESS_FROM_BYTES reports its
-    reading to `callback` (file, bytes read, size): at 0, along the way and at the end."""
-    token = _read_progress.set(callback)
+    reading to `callback` (file, bytes read, size): at 0, along the way and at the end;
+    then `checking` (file) as the checks of what it holds begin, which take up to half
+    as long again as the read (25 s for half a million chunks) and show nothing."""
+    token = _read_progress.set((callback, checking))
     try:
         yield
     finally:
@@ -578,12 +583,9 @@ def _unpickle(
     expansion limits follow the pickle's own size, so bytes after it buy nothing. `source`
     names the file in errors."""
     size = len(data) if isinstance(data, (bytes, bytearray)) else size
-    callback = _read_progress.get()
-    progress = (
-        functools.partial(callback, source)
-        if callback is not None and (size or 0) >= PROGRESS_FROM_BYTES
-        else None
-    )
+    reporting = _read_progress.get() if (size or 0) >= PROGRESS_FROM_BYTES else None
+    callback, checking = reporting if reporting is not None else (None, None)
+    progress = functools.partial(callback, source) if callback is not None else None
     try:
         reader = RestrictedUnpickler(
             data, allowed, record_types(allowed), progress=progress, size=size
@@ -599,6 +601,8 @@ def _unpickle(
         raise UnsafeMetadataError(
             f"{source}: unreadable DCP metadata ({type(err).__name__}: {cut_to(detail, 200)})"
         ) from None
+    if checking is not None:
+        checking(source)
     metadata_class: Any = allowed[(_DCP_METADATA_MODULE, "Metadata")]
     if not isinstance(result, metadata_class):
         raise UnsafeMetadataError(f"{source}: holds a {type(result).__name__}, not DCP Metadata")

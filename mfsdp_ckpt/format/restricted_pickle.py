@@ -387,7 +387,9 @@ class RestrictedUnpickler(pickle._Unpickler):
                         )
                     if left < 0:
                         raise PickleRefused(_over_budget(self._limit(seen), seen))
-                    if self._progress is not None and left < floor:
+                    # after a growth too: `left` grew past a floor of 0, which alone
+                    # would hold the next report back until the budget ran out again
+                    if self._progress is not None:
                         floor = self._report(left)
                 if code == _MEMOIZE:
                     memo.append(self.stack[-1])

@@ -5,6 +5,8 @@ file of at least PROGRESS_FROM_BYTES, nothing with --json."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -111,3 +113,47 @@ def test_on_a_terminal_the_read_is_a_bar_in_bytes(tmp_path, monkeypatch, capsys)
     assert bars and all(bar.startswith("read .metadata:") for bar in bars), bars
     assert f"/{tqdm.format_sizeof(size)} [" in bars[0], (size, bars)  # of the whole file
     assert "reading " not in terminal.getvalue()  # the bar, not the log line
+
+
+def test_progress_goes_on_after_the_budget_grows(monkeypatch):
+    """Without a given budget it grows with the bytes read, each time it runs out; after
+    the first growth the reports stopped until the next (a bar frozen at a third of a large
+    file for most of its read). Here MIN_BUDGET is small, so the budget grows many times."""
+    data = build_metadata(200, 50)
+    allowed = allowed_classes("plain")
+    monkeypatch.setattr(restricted_pickle, "MIN_BUDGET", 1 << 20)
+    monkeypatch.setattr(restricted_pickle, "PROGRESS_EVERY", 1 << 18)
+    reader = restricted_pickle.RestrictedUnpickler(
+        data, allowed, record_types(allowed), progress=lambda *r: reports.append(r)
+    )
+    reports: list[tuple[int, int]] = []
+    reader.load()
+    assert reader.charged > 8 * restricted_pickle.MIN_BUDGET  # it grew, several times
+    done = [d for d, _ in reports]
+    gaps = [b - a for a, b in itertools.pairwise(done)]
+    # a report per PROGRESS_EVERY of budget charged: at most that many bytes apart
+    assert max(gaps) <= restricted_pickle.PROGRESS_EVERY, (max(gaps), len(data))
+
+
+def test_the_checks_after_a_large_read_are_announced(tmp_path, monkeypatch):
+    """The checks of what a large file lists (schema, chunks, coverage) take up to half as
+    long again as its read and show nothing of their own: the file is named as they begin, once
+    its read is done, and only for a file that reported its read."""
+    save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
+    data = (tmp_path / "ck" / ".metadata").read_bytes()
+    events: list[tuple] = []
+    with reporting_reads(lambda *r: events.append(r), lambda *c: events.append(("checking", *c))):
+        dcp_metadata.load_plain_metadata_bytes(data, "small")
+        monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+        dcp_metadata.load_plain_metadata_bytes(data, "large")
+    assert events[-2:] == [("large", len(data), len(data)), ("checking", "large")]
+    assert [e for e in events if e[0] == "checking"] == [("checking", "large")]
+
+
+def test_ckpt_validate_names_the_checks_after_the_read(tmp_path, monkeypatch):
+    ckpt = save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
+    monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+    shown = CliRunner().invoke(app, ["ckpt", "validate", str(ckpt)])
+    lines = shown.stderr.splitlines()
+    reading = lines.index(f"reading {ckpt / '.metadata'} (0.0 MiB) ...")
+    assert lines[reading + 1] == f"checking what {ckpt / '.metadata'} lists ...", lines

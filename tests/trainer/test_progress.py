@@ -29,7 +29,7 @@ def test_callback_bar_is_silent_off_a_terminal_or_when_disabled(
     bar = CallbackBar(enabled=enabled, unit="B", unit_scale=True)
     with bar as update:
         assert (update is None) == (not enabled)  # disabled: the library skips its calls
-    bar.update(1, 2)  # off a terminal: a plain line, and only after PLAIN_LINE_SECONDS
+    bar.update(1, 2)  # off a terminal: a plain line, and only after FIRST_PLAIN_LINE_SECONDS
     assert stderr.getvalue() == ""
 
 

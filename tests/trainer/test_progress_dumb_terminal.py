@@ -30,7 +30,7 @@ def test_no_bar_on_a_dumb_terminal(monkeypatch, term):
     stderr = _terminal(monkeypatch, term)
     assert not bars_drawn() and not draws_bars(True)
     with CallbackBar(enabled=True, unit="B") as update:
-        update(1, 10)  # no bar: a plain line, and only after PLAIN_LINE_SECONDS
+        update(1, 10)  # no bar: a plain line, and only after FIRST_PLAIN_LINE_SECONDS
     assert stderr.getvalue() == ""
 
 
@@ -42,7 +42,8 @@ def test_bars_on_a_terminal_that_moves_its_cursor(monkeypatch):
 def test_a_metadata_read_says_its_line_on_a_dumb_terminal(monkeypatch):
     stderr = _terminal(monkeypatch, "dumb")
     with metadata_progress():
-        report = dcp_metadata._read_progress.get()  # what a large read reports to
-        assert report is not None
+        reporting = dcp_metadata._read_progress.get()  # what a large read reports to
+        assert reporting is not None
+        report, _checking = reporting
         report("x/.metadata", 0, 2**20)
     assert stderr.getvalue() == "reading x/.metadata (1.0 MiB) ...\n"

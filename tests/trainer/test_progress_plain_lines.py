@@ -83,3 +83,25 @@ def test_nothing_when_disabled(monkeypatch):
     with CallbackBar(False, "B", plain_every=0) as update:
         assert update is None
     assert log_file.getvalue() == ""
+
+
+def test_the_first_line_comes_sooner_than_the_interval(monkeypatch):
+    """The first line came a whole interval (30 s) after the first report, itself seconds
+    into the command: 40 s of nothing in a log. It now comes FIRST_PLAIN_LINE_SECONDS after
+    that report, and the next ones PLAIN_LINE_SECONDS apart."""
+    from trainer.progress import FIRST_PLAIN_LINE_SECONDS, PLAIN_LINE_SECONDS
+
+    assert FIRST_PLAIN_LINE_SECONDS < PLAIN_LINE_SECONDS
+    log_file = _log_file(monkeypatch)
+    first, every = FIRST_PLAIN_LINE_SECONDS, PLAIN_LINE_SECONDS
+    times = [0.0, first - 1, first + 1, first + every - 1, first + every + 2]
+    clock = iter(times)
+    monkeypatch.setattr("trainer.progress.time", SimpleNamespace(monotonic=lambda: next(clock)))
+    with CallbackBar(True, "tensor", "validate") as update:
+        for done in range(len(times)):
+            update(done, 100)
+    lines = log_file.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "validate: 2 tensors of 100 tensors (2%)",
+        "validate: 4 tensors of 100 tensors (4%)",
+    ], lines
