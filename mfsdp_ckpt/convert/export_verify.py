@@ -28,6 +28,7 @@ from mfsdp_ckpt.convert.export_stream import (
     raw_pieces,
 )
 from mfsdp_ckpt.convert.name_maps import MappedTensor
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
 if TYPE_CHECKING:
@@ -145,8 +146,10 @@ def _verify_file(
     return problems
 
 
-class _WrittenUnreadable(Exception):
-    """`error` came reading the written file, not the source (whose errors propagate)."""
+class _WrittenUnreadable(MfsdpFailedError):
+    """`error` came reading the written file, not the source (whose errors propagate);
+    caught where the comparison is made and said as that tensor's problem (exit 1, were it
+    to reach the command)."""
 
     def __init__(self, error: OSError):
         super().__init__(str(error))

@@ -153,4 +153,6 @@ def test_export_hf_says_a_dangling_hf_config_link_as_a_missing_path(saved_run, t
     out = tmp_path / "out"
     code, _, err = run_cli("ckpt", "export-hf", saved_run, "--hf-config", dangling, "--out", out)
     line = one_error_line(err)
-    assert code == 2 and line.startswith(f"error: {dangling}: no such file or directory"), line
+    assert code == 2 and line.startswith(
+        f"error: --hf-config {dangling}: no such file or directory"
+    ), line

@@ -66,6 +66,7 @@ REFUSED = {
     ("ckpt", "export-hf"): (lambda tmp: [str(_damaged_run(tmp)), "--out", str(tmp / "o")], 1),
     ("ckpt", "import-hf"): (lambda tmp: [str(_broken_hf_dir(tmp)), "--out", str(tmp / "o")], 1),
     ("train", "sft"): (lambda tmp: [f"data.train_files={tmp / 'missing.jsonl'}"], 2),
+    ("config", "check"): (lambda tmp: ["sft", f"data.train_files={tmp / 'missing.jsonl'}"], 2),
     ("train", "grpo"): (lambda tmp: [f"model.path={tmp / 'missing'}"], 2),
     ("data", "gsm8k"): (lambda tmp: ["--input", str(tmp / "missing"), "--out", str(tmp)], 2),
     ("data", "math"): (lambda tmp: ["--input", str(tmp), "--out", str(tmp / "o")], 2),

@@ -216,7 +216,7 @@ def test_a_hub_id_given_to_a_ckpt_command_says_how_to_fetch_it(
     run = str(FIXTURES / "megatron_fsdp_qwen2" / "run")
     code, _out, err = _run_main(monkeypatch, capsys, *[run if w == "RUN" else w for w in command])
     assert code == 2 and err.count("\n") == 1, err
-    assert err.startswith("error: Qwen/Qwen2.5-0.5B: no such ")
+    assert err.startswith(f"error: {give_as}Qwen/Qwen2.5-0.5B: no such ")
     assert err.endswith(HUB_HINT.format(give_as=give_as) + "\n"), err
     assert not (tmp_path / "o").exists()
 
