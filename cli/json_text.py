@@ -10,7 +10,8 @@ A path with bytes that are not UTF-8 reaches Python as lone surrogates (`\\udcff
 byte 0xff, `os.fsdecode`'s surrogateescape); `json.dumps` wrote them as `\\udcff` escapes,
 which strict parsers refuse or turn into U+FFFD. `shown_bytes` writes such a byte as `\\xff`,
 and any other lone surrogate as `\\ud800`, in the JSON output and in the text lines alike
-(`cli.lines.say`, `cli.errors.fail`), so both say the same thing of one path.
+(`cli.lines.say`, `cli.errors.fail`), so both say the same thing of one path: the rule is
+`printable.escaped`, which the text lines use too.
 """
 
 from __future__ import annotations
@@ -20,20 +21,21 @@ import math
 import re
 from typing import Any
 
+from mfsdp_ckpt.check.printable import escaped
+
 # One surrogate code point: surrogateescape's U+DC80..U+DCFF (an undecodable byte) or any
 # other lone one (a JSON file's "\ud800").
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _shown(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
-
-
 def shown_bytes(text: str) -> str:
     """`text` with each byte that was not UTF-8 (a surrogateescape surrogate) written as
     `\\xff`, and any other lone surrogate as `\\ud800`: printable, and encodable as UTF-8."""
-    return _SURROGATE.sub(_shown, text) if _SURROGATE.search(text) else text
+    return (
+        _SURROGATE.sub(lambda found: escaped(found.group()), text)
+        if _SURROGATE.search(text)
+        else text
+    )
 
 
 def _strict(value: Any) -> Any:

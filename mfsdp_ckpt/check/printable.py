@@ -21,7 +21,12 @@ MAX_PRINTED_CHARS = 2000  # one printed line; real tensor names and paths are fa
 MAX_ERROR_CHARS = 300  # what an exception adds to a line: its gist, never a page of it
 
 
-def _escape(char: str) -> str:
+def escaped(char: str) -> str:
+    """`char` as the escape every output writes it as: a byte of a path `os.fsdecode` could
+    not decode (its surrogateescape surrogate, U+DC80..U+DCFF) as that byte, `\\xff`; any
+    other character as Python writes it (`\\x1b`, `\\u202e`, `\\U000e0001`). The one rule
+    `printable` and the JSON output (`cli.json_text.shown_bytes`) share, so a text line and
+    a JSON string say the same of one path."""
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # a byte of a path os.fsdecode could not decode
         return f"\\x{code - 0xDC00:02x}"
@@ -48,7 +53,7 @@ def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
     out between them)."""
     text = cut_to(str(text), limit)
     if not text.isprintable():
-        text = "".join(c if c.isprintable() else _escape(c) for c in text)
+        text = "".join(c if c.isprintable() else escaped(c) for c in text)
     return text
 
 
@@ -106,6 +111,7 @@ __all__ = [
     "STR_FAILED",
     "cut_to",
     "error_line",
+    "escaped",
     "first_of",
     "printable",
     "said_by",
