@@ -68,6 +68,7 @@ from trainer.config_yaml import (
 from trainer.grpo.aggregation import LossNormalization
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
+from trainer.shown_value import overrides_typed, typed_text
 from trainer.verl_hydra_files import deletion_hint, refused_selection
 from trainer.verl_source import VerlSourceError, parse_verl_yaml
 
@@ -309,18 +310,19 @@ def load_config(
     loaded = None if path is None else _read_config_file(cls, path)
     for key, value in (loaded or {}).items():
         _refuse_selection(cls, key, value, source, hydra_form_only=True)
-    pairs = _override_pairs(cls, list(overrides))
+    pairs, typed = _override_pairs(cls, list(overrides))
     if path is not None:
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
         if _holds_verl_keys(cls, loaded):
             _unset_verl_nulls(cls, tree, source)
     config = _build_config(cls, tree, source)  # the file alone, so errors name the file
-    adopted = verl_keys.adopt_pairs(cls, pairs, COMMAND_LINE, file_keys)
-    if not adopted:
-        return check_across_keys(config)
-    for key, value in adopted:
-        set_dotted(tree, key, value)
-    return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
+    with overrides_typed(typed):  # an error quotes an override's value as it was typed
+        adopted = verl_keys.adopt_pairs(cls, pairs, COMMAND_LINE, file_keys)
+        if not adopted:
+            return check_across_keys(config)
+        for key, value in adopted:
+            set_dotted(tree, key, value)
+        return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
 
 
 def _unset_verl_nulls(cls: type, tree: dict[str, Any], source: str, prefix: str = "") -> None:
@@ -424,11 +426,16 @@ def _names_as_verl_gives_them(tree: dict[str, Any]) -> None:
             values[name] = str(values[name])
 
 
-def _override_pairs(cls: type, overrides: list[str]) -> list[tuple[str, Any]]:
+def _override_pairs(
+    cls: type, overrides: list[str]
+) -> tuple[list[tuple[str, Any]], dict[str, tuple[str, Any]]]:
     """The `key=value` overrides as (key, value) pairs, values read as `_override_value`
-    reads them; an argument that is no override is refused in one line."""
+    reads them, and the text each was typed as (`shown_value.overrides_typed`: by the key
+    as given, `+` dropped, and by the mfsdp key it sets); an argument that is no override
+    is refused in one line."""
     _refuse_split_overrides(overrides)
     pairs = []
+    typed: dict[str, tuple[str, Any]] = {}
     for index, item in enumerate(overrides):
         if item.startswith("~"):
             raise ConfigError(_hydra_delete(item))
@@ -438,7 +445,9 @@ def _override_pairs(cls: type, overrides: list[str]) -> list[tuple[str, Any]]:
         value = _override_value(cls, key.strip(), text)
         _refuse_selection(cls, key.strip(), value, COMMAND_LINE)
         pairs.append((key.strip(), value))
-    return pairs
+        given = key.strip().lstrip("+")
+        typed[given] = typed[verl_keys.value_target(cls, given) or given] = (text, value)
+    return pairs, typed
 
 
 def _refuse_selection(
@@ -605,16 +614,17 @@ def check_across_keys(config: T) -> T:
     optim = getattr(config, "optim", None)
     if isinstance(optim, OptimConfig) and optim.scheduler != "constant" and optim.min_lr > optim.lr:
         raise ConfigError(
-            f"optim.min_lr={optim.min_lr:g} is above optim.lr={optim.lr:g}: the"
+            f"optim.min_lr={_number('optim.min_lr', optim.min_lr)} is above"
+            f" optim.lr={_number('optim.lr', optim.lr)}: the"
             f" {optim.scheduler} schedule goes from optim.lr to optim.min_lr, so it would raise"
             " the learning rate; set optim.min_lr <= optim.lr"
         )
     data = getattr(config, "data", None)
     if isinstance(data, DataConfig) and data.val_files and data.val_ratio > 0:
         raise ConfigError(
-            f"data.val_ratio={data.val_ratio:g} with data.val_files: validation reads"
-            " data.val_files, and val_ratio (which holds out training rows when there are no"
-            " val_files) would be ignored; give one of them"
+            f"data.val_ratio={_number('data.val_ratio', data.val_ratio)} with data.val_files:"
+            " validation reads data.val_files, and val_ratio (which holds out training rows"
+            " when there are no val_files) would be ignored; give one of them"
         )
     if (
         isinstance(data, DataConfig)
@@ -622,9 +632,11 @@ def check_across_keys(config: T) -> T:
         and data.max_tokens_per_micro_batch < data.max_length
     ):
         raise ConfigError(
-            f"data.max_tokens_per_micro_batch={data.max_tokens_per_micro_batch} < "
-            f"data.max_length={data.max_length}: a full-length sequence would not fit in a"
-            " packed micro-batch; raise data.max_tokens_per_micro_batch or lower data.max_length"
+            f"data.max_tokens_per_micro_batch="
+            f"{_number('data.max_tokens_per_micro_batch', data.max_tokens_per_micro_batch)} <"
+            f" data.max_length={_number('data.max_length', data.max_length)}: a full-length"
+            " sequence would not fit in a packed micro-batch; raise"
+            " data.max_tokens_per_micro_batch or lower data.max_length"
         )
     reward: Any = getattr(config, "reward", None)  # GRPO's
     if getattr(reward, "kwargs", None) and not getattr(reward, "path", None):
@@ -635,6 +647,13 @@ def check_across_keys(config: T) -> T:
             " built-in rewards take none; set reward.path or leave reward.kwargs out"
         )
     return config
+
+
+def _number(key: str, value: float) -> str:
+    """How a check across keys quotes `key`'s number: as typed where an override gave it
+    (`1e-5`, which `:g` wrote `1e-05`), else a float as `:g` writes it."""
+    typed = typed_text(key, value)
+    return typed if typed is not None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

@@ -137,7 +137,7 @@ def _expected(
     """The one line for a value of the wrong type: what `key` expects and what it got, and
     then `hint`."""
     # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
-    got = shown_value(value)
+    got = shown_value(value, key)
     if value is None:
         got = "null (YAML's ~, null, or nothing after the colon)"
     empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
@@ -156,7 +156,7 @@ def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str
             coerced = os.path.expanduser(coerced)
         if isinstance(check, Range) and not check.accepts(coerced):
             raise RangeError(
-                f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
+                f"{source}: config key '{key}' must be {check.text}, got {shown_value(value, key)}"
             )
         if isinstance(check, Checked) and (why := check.refusal(coerced, key)) is not None:
             raise RangeError(f"{source}: {why}")
@@ -212,7 +212,7 @@ def _coerce_int(kind: Any, value: Any, key: str, source: str) -> int:
     if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
         raise RangeError(
             f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
-            f" got {shown_value(value)}"
+            f" got {shown_value(value, key)}"
         )
     return value
 
@@ -232,7 +232,7 @@ def _coerce_float(kind: Any, value: Any, key: str, source: str) -> float:
             number = math.inf
     if not math.isfinite(number):  # nan and inf: no setting means either
         raise RangeError(
-            f"{source}: config key '{key}' must be a finite number, got {shown_value(value)}"
+            f"{source}: config key '{key}' must be a finite number, got {shown_value(value, key)}"
         )
     return number
 

@@ -32,6 +32,7 @@ from typing import Any
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout
 from trainer import verl_interpolation
+from trainer.shown_value import typed_text
 from trainer.verl_hydra_files import selected_group, selects_megatron
 from trainer.verl_inert_keys import section_of
 from trainer.verl_megatron_optim import (
@@ -317,8 +318,7 @@ def carry_over(
         # a key of mfsdp's name in mfsdp's own file or command line is mfsdp's; any other verl's
         verls = not (own and key == raw_key and is_native(cls, key))
         if verls and clips_to_zero(key, value) and not on_megatron(given):
-            refused = f"verl key '{raw_key}={value}' has no equivalent here: {ZERO_CLIP_WHY}"
-            raise NotCarried(refused, ZERO_CLIP_WHY)
+            raise _no_equivalent(raw_key, value, ZERO_CLIP_WHY)
         if key == BETAS and verls_betas(raw_key, given) and on_megatron(given):
             out += betas_on_megatron(raw_key, value, given)
             continue
@@ -327,7 +327,13 @@ def carry_over(
                 _refuse_verl_only_value(raw_key, key, value)
             value = _native_value(raw_key, key, value)
             if verls and key == WEIGHT_DECAY and decays(value) and not on_megatron(given):
-                log.warning("note: verl's %s is %s=%s, %s", raw_key, key, value, DECAY_SCOPE)
+                log.warning(
+                    "note: verl's %s is %s=%s, %s",
+                    raw_key,
+                    key,
+                    _given(raw_key, value),
+                    DECAY_SCOPE,
+                )
             elif key != raw_key:
                 _refuse_two_spellings(raw_key, {key: value}, spellings)
                 note(raw_key, {key: value}, "")
@@ -377,9 +383,7 @@ def carry_over(
             mapped = rule.apply(cls, value)
             mapped |= grpo_final_validation(key, value) if command == "grpo" else {}
         except Unsupported as err:
-            raise NotCarried(
-                f"verl key '{raw_key}={value}' has no equivalent here: {err}", str(err)
-            ) from None
+            raise _no_equivalent(raw_key, value, str(err)) from None
         _refuse_two_spellings(raw_key, mapped, spellings)
         note(raw_key, mapped, rule.why)
         out += mapped.items()
@@ -424,8 +428,8 @@ def _superseded(raw_key: str, key: str, given: dict[str, Any]) -> bool:
     note(
         raw_key,
         {},
-        f"verl sets it to {deprecated}={given[deprecated]}, its deprecated name, which the run"
-        " gives too",
+        f"verl sets it to {deprecated}={_given(deprecated, given[deprecated])}, its deprecated"
+        " name, which the run gives too",
     )
     return True
 
@@ -468,7 +472,22 @@ def _fsdp_lora_on_megatron(raw_key: str, key: str, value: Any) -> None:
         note(raw_key, {}, FSDP_LORA_ON_MEGATRON)
         return
     why = FSDP_LORA_ON_MEGATRON
-    raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+    raise _no_equivalent(raw_key, value, why)
+
+
+def _given(key: str, value: Any) -> str:
+    """`value` of `key` in a refusal or note: as the command line typed it, where it is an
+    override's value (`shown_value.typed_text`: `true` and `True` alike, `1e-5` not
+    `1e-05`), else as Python writes it."""
+    typed = typed_text(key, value)
+    return str(value) if typed is None else typed
+
+
+def _no_equivalent(raw_key: str, value: Any, why: str) -> NotCarried:
+    """The refusal of verl key `raw_key=value`, which does not carry over for `why`."""
+    return NotCarried(
+        f"verl key '{raw_key}={_given(raw_key, value)}' has no equivalent here: {why}", why
+    )
 
 
 def _as_whole(raw_key: str, key: str, value: Any) -> tuple[str, str, Any]:
@@ -503,8 +522,13 @@ def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[s
         if key not in given and verl_key in given and is_unset(given[verl_key]):
             mapped[key] = value
             continue
-        side_value = given.get(key, given.get(verl_key))
-        shown = f"{VERL_CLIP_DEFAULT} (its default)" if side_value is None else side_value
+        named = key if key in given else verl_key
+        side_value = given.get(named)
+        shown = (
+            f"{VERL_CLIP_DEFAULT} (its default)"
+            if side_value is None
+            else _given(named, side_value)
+        )
         kept.append(f"clip_ratio_{side}={shown}")
     if mapped:
         note(raw_key, mapped, "")
@@ -514,7 +538,7 @@ def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[s
             " clip_ratio_low or clip_ratio_high is null, and trains with %s, as mfsdp does"
             " (actor.clip_ratio_low, actor.clip_ratio_high); set those to change the clip range",
             raw_key,
-            value,
+            _given(raw_key, value),
             f" for {kept[0].split('=')[0]}" if mapped else "",
             " and ".join(kept),
         )
@@ -539,14 +563,14 @@ def _min_lr_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple
     min_lr = min_lr_of(value, lr)
     if min_lr is None:
         why = "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"
-        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+        raise _no_equivalent(raw_key, value, why)
     log.warning(
         "note: verl's %s=%s is optim.min_lr=%s here: min_lr_ratio x optim.lr (%s), the floor"
         " verl's cosine schedule falls to",
         raw_key,
-        value,
+        _given(raw_key, value),
         min_lr,
-        lr,
+        _given("optim.lr", lr),
     )
     return [("optim.min_lr", min_lr)]
 
@@ -557,7 +581,7 @@ def _refuse_worker_by_version(raw_key: str, value: Any, given: dict[str, Any]) -
     mode = given.get(ACTOR + "loss_agg_mode", given.get("actor.loss_agg_mode"))
     why = worker_version_refusal(value, mode)
     if why is not None:
-        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+        raise _no_equivalent(raw_key, value, why)
 
 
 def _refuse_verl_only_value(raw_key: str, key: str, value: Any) -> None:
@@ -566,7 +590,7 @@ def _refuse_verl_only_value(raw_key: str, key: str, value: Any) -> None:
     conversion."""
     why = verl_only_value(key, value)
     if why is not None:
-        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+        raise _no_equivalent(raw_key, value, why)
 
 
 def _refuse_two_spellings(
@@ -580,7 +604,8 @@ def _refuse_two_spellings(
             other = other.lstrip("+")
             if other != raw_key and normalise(other) == key and not same(value, given):
                 why = "one setting here, given two values (give one)"
-                raise NotCarried(f"{raw_key}={value} and {other}={given}: {why}", why)
+                both = f"{raw_key}={_given(raw_key, value)} and {other}={_given(other, given)}"
+                raise NotCarried(f"{both}: {why}", why)
 
 
 def _check_mirror(raw_key: str, value: Any, copied: str, original: Any) -> None:
@@ -588,10 +613,10 @@ def _check_mirror(raw_key: str, value: Any, copied: str, original: Any) -> None:
     value, refused at another (mfsdp has one setting for both)."""
     if not same(value, original):
         why = (
-            f"it differs from {copied}={original}, which verl copies into it by default, and"
-            " they are one setting here (give them one value)"
+            f"it differs from {copied}={_given(copied, original)}, which verl copies into it"
+            " by default, and they are one setting here (give them one value)"
         )
-        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+        raise _no_equivalent(raw_key, value, why)
     note(raw_key, {}, f"verl copies {copied} into it")
 
 
@@ -601,7 +626,7 @@ def _native_value(raw_key: str, key: str, value: Any) -> Any:
     if key == ESTIMATOR and value != "grpo":
         default = " (verl's default, gae, is PPO with a critic)" if value == "gae" else ""
         why = f"mfsdp trains GRPO only; set algorithm.adv_estimator=grpo{default}"
-        raise NotCarried(f"{raw_key}={value}: {why}", why)
+        raise NotCarried(f"{raw_key}={_given(raw_key, value)}: {why}", why)
     if key in NO_LIMIT and same(value, -1):
         note(raw_key, {key: None}, "")
         return None

@@ -89,7 +89,7 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         "override optim.lr=fast",
         lambda r: _sft_on(r, None, "optim.lr=fast"),
         2,
-        "config key 'optim.lr' expects a number, got 'fast'",
+        "config key 'optim.lr' expects a number, got fast",
     ),
     BadInput(
         "unknown_key_in_file",

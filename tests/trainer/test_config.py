@@ -122,7 +122,7 @@ def test_min_lr_above_lr_is_refused_naming_both_keys(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(SFTConfig, None, ["optim.lr=1e-4", "optim.min_lr=1e-3"])
     assert str(err.value) == (
-        "optim.min_lr=0.001 is above optim.lr=0.0001: the cosine schedule goes from optim.lr"
+        "optim.min_lr=1e-3 is above optim.lr=1e-4: the cosine schedule goes from optim.lr"
         " to optim.min_lr, so it would raise the learning rate; set optim.min_lr <= optim.lr"
     )
     path = write(tmp_path, "optim:\n  lr: 1.0e-4\n  min_lr: 1.0e-3\n")
@@ -145,7 +145,7 @@ def test_contradicting_keys_stop_the_command_in_one_line(tmp_path):
 
     code, err = train("sft", "optim.lr=1e-4", f"trainer.run_dir={tmp_path / 'run'}")
     assert code == 2, err
-    one_error(err, "optim.min_lr=0.0003 is above optim.lr=0.0001")
+    one_error(err, "optim.min_lr=0.0003 is above optim.lr=1e-4")
 
 
 def test_a_list_key_given_one_value_names_what_the_list_holds():

@@ -29,5 +29,5 @@ def test_a_key_taking_no_text_refuses_a_date_in_one_line():
     with pytest.raises(ConfigError) as caught:
         load_config(SFTConfig, None, ["trainer.seed=2024-01-01"])
     assert str(caught.value) == (
-        "command-line override: config key 'trainer.seed' expects an integer, got '2024-01-01'"
+        "command-line override: config key 'trainer.seed' expects an integer, got 2024-01-01"
     )

@@ -29,7 +29,7 @@ def test_a_boolean_resume_names_what_resume_takes():
         load_config(SFTConfig, None, ["checkpoint.resume=true"])
     assert str(err.value) == (
         "command-line override: config key 'checkpoint.resume' expects a string"
-        " (auto | disable | PATH), got True, which YAML reads as a boolean: write one of"
+        " (auto | disable | PATH), got true, which YAML reads as a boolean: write one of"
         " auto | disable | PATH"
     )
 
