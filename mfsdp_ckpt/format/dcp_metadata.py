@@ -37,9 +37,11 @@ parts of that one job:
 
 A `.metadata` of millions of chunks takes minutes to read (bench/dcp_metadata_read.py);
 whoever shows progress (the CLI) wraps its work in `reporting_reads(callback)`, and each
-file of at least PROGRESS_FROM_BYTES read meanwhile reports (file, bytes read, size) to it.
-The library prints nothing itself, and its callers deep inside (validate, export) need no
-progress argument threaded through.
+file of at least PROGRESS_FROM_BYTES read meanwhile reports (file, bytes read, size) to it,
+then each check of what it lists (`CheckSteps`: its schema here, its tables and shared
+bytes in `mfsdp_ckpt.storage`) reports (file, check, chunks checked, chunks): seconds more
+for half a million chunks. The library prints nothing itself, and its callers deep inside
+(validate, export) need no progress argument threaded through.
 """
 
 from __future__ import annotations
@@ -74,23 +76,73 @@ if TYPE_CHECKING:
 # progress shown for them.
 PROGRESS_FROM_BYTES = 16 << 20
 ReadProgress = Callable[[str, int, int], None]  # (file, bytes read, its size)
-CheckNotice = Callable[[str], None]  # (file): read, and now checked (schema, then chunks)
-_read_progress: ContextVar[tuple[ReadProgress, CheckNotice | None] | None] = ContextVar(
+CheckProgress = Callable[[str, str, int, int], None]  # (file, check, chunks checked, chunks)
+CheckReport = Callable[[str, int, int], None]  # CheckProgress bound to one file
+_read_progress: ContextVar[tuple[ReadProgress, CheckProgress | None] | None] = ContextVar(
     "_read_progress", default=None
 )
+# The least chunks between two reports of one check: a report per tensor of a few chunks
+# would cost more than the check
+CHECK_REPORT_EVERY = 1 << 14
 
 
 @contextlib.contextmanager
-def reporting_reads(callback: ReadProgress, checking: CheckNotice | None = None) -> Iterator[None]:
+def reporting_reads(
+    callback: ReadProgress, checking: CheckProgress | None = None
+) -> Iterator[None]:
     """Within this block, every `.metadata` of at least PROGRESS_FROM_BYTES reports its
     reading to `callback` (file, bytes read, size): at 0, along the way and at the end;
-    then `checking` (file) as the checks of what it holds begin, which take up to half
-    as long again as the read (25 s for half a million chunks) and show nothing."""
+    then each check of what it lists reports to `checking` (file, check, chunks checked,
+    chunks) the same way (`CheckSteps`): together up to half as long again as the read
+    (25 s for half a million chunks)."""
     token = _read_progress.set((callback, checking))
     try:
         yield
     finally:
         _read_progress.reset(token)
+
+
+def check_reporter(source: str, size: int) -> CheckReport | None:
+    """Where the checks of `source`, a `.metadata` of `size` bytes, report (check, chunks
+    checked, chunks): the `checking` of the `reporting_reads` block around, for a file of at
+    least PROGRESS_FROM_BYTES; else None (nothing reported)."""
+    reporting = _read_progress.get() if size >= PROGRESS_FROM_BYTES else None
+    checking = reporting[1] if reporting is not None else None
+    return functools.partial(checking, source) if checking is not None else None
+
+
+class CheckSteps:
+    """One check of a large `.metadata`'s entries, reported to `report` as (`check`, chunks
+    checked, `total`): at 0, at least CHECK_REPORT_EVERY chunks apart, and once at the end.
+    A check of half a million chunks takes seconds; each was silent before. With no
+    `report` every call returns at once."""
+
+    def __init__(self, report: CheckReport | None, check: str, total: int):
+        self._report, self.check, self.total = report, check, total
+        self.done = 0
+        self._next = CHECK_REPORT_EVERY
+        if report is not None:
+            report(check, 0, total)
+
+    def add(self, chunks: int) -> None:
+        """`chunks` more were checked (an entry's, or a group's)."""
+        if self._report is None or self.done >= self.total:
+            return
+        self.done = min(self.done + chunks, self.total)
+        if self.done >= self._next or self.done == self.total:
+            self._next = self.done + CHECK_REPORT_EVERY
+            self._report(self.check, self.done, self.total)
+
+
+def listed_chunks(state: Any) -> int:
+    """The chunks a state-dict table lists, counting a non-tensor entry as one: the total of
+    its checks' progress. Whatever is not a chunk list counts one (the checks refuse it)."""
+    if not isinstance(state, dict):
+        return 0
+    return sum(
+        len(chunks) if isinstance(chunks := getattr(item, "chunks", None), (list, tuple)) else 1
+        for item in state.values()
+    )
 
 
 @dataclass(frozen=True)
@@ -340,7 +392,7 @@ def _check_tensor(key: str, item: Any, table: _Table, expansion: Expansion) -> N
         _ints(_field(chunk, "sizes", key), f"{key}: chunk sizes")
 
 
-def _check_storage(storage: Any, table: _Table, expansion: Expansion) -> None:
+def _check_storage(storage: Any, table: _Table, expansion: Expansion, steps: CheckSteps) -> None:
     """The storage table, field by field: each entry says which file to open and where to
     seek in it, so a name that is no string or an offset that is no int in [0, 2**63) would
     reach a path join or a seek (the file itself is confined by its reader). `None` is a
@@ -352,6 +404,7 @@ def _check_storage(storage: Any, table: _Table, expansion: Expansion) -> None:
         _fail(f"storage_data is a {type(storage).__name__}, not a table")
     index_class = table.classes["MetadataIndex"]
     for index, info in storage.items():
+        steps.add(1)
         if (
             not isinstance(index, index_class)
             or type(_field(index, "fqn", "storage key")) is not str
@@ -400,14 +453,23 @@ def _check_storage_meta(meta: Any, table: _Table) -> None:
         _fail("storage_meta.modules is not a list of names")
 
 
-def check_schema(metadata: Any, allowed: dict[tuple[str, str], object], size: int) -> None:
+def check_schema(
+    metadata: Any,
+    allowed: dict[tuple[str, str], object],
+    size: int,
+    report: CheckReport | None = None,
+) -> None:
     """Raise UnsafeMetadataError unless `metadata` has exactly DCP's shape (module docstring)
-    and expands to no more than a pickle of `size` bytes may (`Expansion`)."""
+    and expands to no more than a pickle of `size` bytes may (`Expansion`). Its progress goes
+    to `report` (`CheckSteps`: the state dict's chunks, then the storage entries)."""
     table = _Table.of(allowed)
     expansion = Expansion(size)
     state = _field(metadata, "state_dict_metadata", "Metadata")
     if not isinstance(state, dict):
         _fail("Metadata has no state_dict_metadata table")
+    storage = getattr(metadata, "storage_data", None)
+    entries = len(storage) if isinstance(storage, dict) else 0
+    steps = CheckSteps(report, "schema", listed_chunks(state) + entries)
     tensor_class, bytes_class = (
         table.classes["TensorStorageMetadata"],
         table.classes["BytesStorageMetadata"],
@@ -417,9 +479,12 @@ def check_schema(metadata: Any, allowed: dict[tuple[str, str], object], size: in
             _fail(f"state dict key is a {type(key).__name__}, not a string")
         if isinstance(item, tensor_class):
             _check_tensor(key, item, table, expansion)
+            steps.add(len(_field(item, "chunks", key)))  # a list: _check_tensor checked it
         elif not isinstance(item, bytes_class):
             _fail(f"{key}: unknown metadata entry {type(item).__name__}")
-    _check_storage(getattr(metadata, "storage_data", None), table, expansion)
+        else:
+            steps.add(1)
+    _check_storage(storage, table, expansion, steps)
     _plain(getattr(metadata, "planner_data", None), "planner_data", expansion)
     _check_storage_meta(getattr(metadata, "storage_meta", None), table)
     version = getattr(metadata, "version", None)
@@ -584,8 +649,7 @@ def _unpickle(
     names the file in errors."""
     size = len(data) if isinstance(data, (bytes, bytearray)) else size
     reporting = _read_progress.get() if (size or 0) >= PROGRESS_FROM_BYTES else None
-    callback, checking = reporting if reporting is not None else (None, None)
-    progress = functools.partial(callback, source) if callback is not None else None
+    progress = functools.partial(reporting[0], source) if reporting is not None else None
     try:
         reader = RestrictedUnpickler(
             data, allowed, record_types(allowed), progress=progress, size=size
@@ -601,13 +665,11 @@ def _unpickle(
         raise UnsafeMetadataError(
             f"{source}: unreadable DCP metadata ({type(err).__name__}: {cut_to(detail, 200)})"
         ) from None
-    if checking is not None:
-        checking(source)
     metadata_class: Any = allowed[(_DCP_METADATA_MODULE, "Metadata")]
     if not isinstance(result, metadata_class):
         raise UnsafeMetadataError(f"{source}: holds a {type(result).__name__}, not DCP Metadata")
     try:
-        check_schema(result, allowed, reader.consumed)
+        check_schema(result, allowed, reader.consumed, check_reporter(source, size or 0))
     except UnsafeMetadataError as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     return result, reader.consumed

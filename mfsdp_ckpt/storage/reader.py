@@ -141,19 +141,23 @@ def _storage_location(
 
 
 def parse_metadata(
-    md: dcp_metadata.Metadata,
+    md: dcp_metadata.Metadata, report: dcp_metadata.CheckReport | None = None
 ) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
-    """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
+    """Normalize DCP metadata into checked, plain tables. Raises on malformed entries.
+    Its progress goes to `report` (`CheckSteps`, per chunk)."""
     storage_data = getattr(md, "storage_data", None)
     storage_data = storage_data if isinstance(storage_data, dict) else {}
     tensors: dict[str, TensorEntry] = {}
     objects: dict[str, ObjectEntry] = {}
-    for key, item in md.state_dict_metadata.items():
+    state = md.state_dict_metadata
+    steps = dcp_metadata.CheckSteps(report, "tables", dcp_metadata.listed_chunks(state))
+    for key, item in state.items():
         if not isinstance(key, str):
             raise CheckpointFormatError(f"state dict key {key!r} is not a string")
         if isinstance(item, dcp_metadata.BytesStorageMetadata):
             location = _storage_location(storage_data, key, dcp_metadata.MetadataIndex(key))
             objects[key] = ObjectEntry(key, *location)
+            steps.add(1)
             continue
         if not isinstance(item, dcp_metadata.TensorStorageMetadata):
             raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
@@ -181,6 +185,7 @@ def parse_metadata(
             location = _storage_location(storage_data, key, index)
             chunks.append(Chunk(offsets, sizes, *location))
         tensors[key] = TensorEntry(key, shape, dtype, tuple(chunks))
+        steps.add(len(chunks))
     return tensors, objects
 
 
@@ -281,8 +286,9 @@ class CheckpointReader:
         buffered = io.BufferedReader(stored, READ_BUFFER_BYTES)
         # bytes the file holds past the pickle's STOP: torch's reader never reads them
         self.metadata, self.bytes_after_metadata = load_plain_metadata_file(buffered, size, where)
+        report = dcp_metadata.check_reporter(where, size)  # seconds of checks for a large one
         try:
-            self.tensors, self.objects = parse_metadata(self.metadata)
+            self.tensors, self.objects = parse_metadata(self.metadata, report)
         except CheckpointFormatError as err:
             raise CheckpointFormatError(f"{where}: {err}") from None
         # which entries name one blob (a tied head's alias): any other sharing of bytes is
@@ -290,7 +296,7 @@ class CheckpointReader:
         # as another's. Imported here: shared_bytes reads this module's tables.
         from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
-        self.sharing = byte_sharing(self.tensors, self.objects)
+        self.sharing = byte_sharing(self.tensors, self.objects, report)
         if self.sharing.refused:
             raise CheckpointFormatError(f"{where}: {self.sharing.refusal()}")
         self._pairs = PairBudget()  # every tensor's coverage check draws on it

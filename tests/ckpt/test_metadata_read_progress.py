@@ -6,6 +6,7 @@ file of at least PROGRESS_FROM_BYTES, nothing with --json."""
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from cli.main import app
 from mfsdp_ckpt.format import dcp_metadata, restricted_pickle
 from mfsdp_ckpt.format.dcp_metadata import allowed_classes, record_types, reporting_reads
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.megatron_checkpoints import save_dcp
 
 
@@ -110,8 +112,9 @@ def test_on_a_terminal_the_read_is_a_bar_in_bytes(tmp_path, monkeypatch, capsys)
         assert exit_.code in (0, None), exit_.code
     capsys.readouterr()
     bars = [line for line in terminal.getvalue().split("\r") if "%|" in line]
-    assert bars and all(bar.startswith("read .metadata:") for bar in bars), bars
-    assert f"/{tqdm.format_sizeof(size)} [" in bars[0], (size, bars)  # of the whole file
+    reads = [bar for bar in bars if bar.startswith("read .metadata:")]
+    assert reads and all(bar.startswith(("read ", "check ")) for bar in bars), bars
+    assert f"/{tqdm.format_sizeof(size)} [" in reads[0], (size, reads)  # of the whole file
     assert "reading " not in terminal.getvalue()  # the bar, not the log line
 
 
@@ -135,19 +138,30 @@ def test_progress_goes_on_after_the_budget_grows(monkeypatch):
     assert max(gaps) <= restricted_pickle.PROGRESS_EVERY, (max(gaps), len(data))
 
 
-def test_the_checks_after_a_large_read_are_announced(tmp_path, monkeypatch):
-    """The checks of what a large file lists (schema, chunks, coverage) take up to half as
-    long again as its read and show nothing of their own: the file is named as they begin, once
-    its read is done, and only for a file that reported its read."""
-    save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
-    data = (tmp_path / "ck" / ".metadata").read_bytes()
+def test_the_checks_after_a_large_read_report_their_progress(tmp_path, monkeypatch):
+    """The checks of what a large file lists (schema, tables, places, shared bytes) take up to
+    half as long again as its read: each reports (check, chunks checked, chunks) from 0 to
+    its total once the read is done, and only for a file that reported its read."""
+    ckpt = save_dcp({"model": {f"w{i}": torch.ones(4, 2) for i in range(6)}}, tmp_path / "ck")
     events: list[tuple] = []
-    with reporting_reads(lambda *r: events.append(r), lambda *c: events.append(("checking", *c))):
-        dcp_metadata.load_plain_metadata_bytes(data, "small")
+    with reporting_reads(lambda *r: events.append(r), lambda *c: events.append(c)):
+        CheckpointReader(ckpt)  # below PROGRESS_FROM_BYTES: nothing
+        assert events == []
         monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
-        dcp_metadata.load_plain_metadata_bytes(data, "large")
-    assert events[-2:] == [("large", len(data), len(data)), ("checking", "large")]
-    assert [e for e in events if e[0] == "checking"] == [("checking", "large")]
+        monkeypatch.setattr(dcp_metadata, "CHECK_REPORT_EVERY", 2)
+        CheckpointReader(ckpt)
+    source = str(ckpt / ".metadata")
+    read_end = max(i for i, e in enumerate(events) if len(e) == 3)
+    checks = [e for e in events[read_end + 1 :]]
+    assert checks and all(e[0] == source for e in checks), events
+    names = list(dict.fromkeys(e[1] for e in checks))
+    assert names == ["schema", "tables", "places", "shared bytes"], names
+    for name in names:
+        done = [(d, t) for _, n, d, t in checks if n == name]
+        total = done[0][1]
+        assert done[0] == (0, total) and done[-1] == (total, total), (name, done)
+        assert [d for d, _ in done] == sorted({d for d, _ in done}), (name, done)
+        assert len(done) > 2, (name, done)  # along the way, not only its ends
 
 
 def test_ckpt_validate_names_the_checks_after_the_read(tmp_path, monkeypatch):
@@ -157,3 +171,36 @@ def test_ckpt_validate_names_the_checks_after_the_read(tmp_path, monkeypatch):
     lines = shown.stderr.splitlines()
     reading = lines.index(f"reading {ckpt / '.metadata'} (0.0 MiB) ...")
     assert lines[reading + 1] == f"checking what {ckpt / '.metadata'} lists ...", lines
+
+
+def test_on_a_terminal_each_check_is_a_bar_in_chunks(tmp_path, monkeypatch, capsys):
+    from cli.main import main
+    from tests.support.terminal import Terminal
+
+    ckpt = save_dcp({"model": {f"w{i}": torch.ones(4) for i in range(3)}}, tmp_path / "ck")
+    monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.argv", ["mfsdp", "ckpt", "inspect", str(ckpt)])
+    try:
+        main()
+    except SystemExit as exit_:
+        assert exit_.code in (0, None), exit_.code
+    capsys.readouterr()
+    bars = [line for line in terminal.getvalue().split("\r") if "%|" in line]
+    for check in ("schema", "tables", "places", "shared bytes"):
+        assert any(bar.startswith(f"check .metadata: {check}:") for bar in bars), (check, bars)
+
+
+def test_into_a_log_a_long_check_says_plain_lines(tmp_path, monkeypatch):
+    """Without a terminal a check that runs on prints a plain line (as export's bars do):
+    here a minute passes between any two reports."""
+    clock = itertools.count(0, 60)
+    ckpt = save_dcp({"model": {f"w{i}": torch.ones(4) for i in range(8)}}, tmp_path / "ck")
+    monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+    monkeypatch.setattr(dcp_metadata, "CHECK_REPORT_EVERY", 1)
+    monkeypatch.setattr("trainer.progress.time", SimpleNamespace(monotonic=lambda: next(clock)))
+    shown = CliRunner().invoke(app, ["ckpt", "validate", str(ckpt)])
+    lines = shown.stderr.splitlines()
+    assert any(line.startswith("check .metadata: tables: ") for line in lines), lines
+    assert any(line.startswith("check .metadata: shared bytes: ") for line in lines), lines
