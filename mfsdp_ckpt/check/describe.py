@@ -29,6 +29,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
+from mfsdp_ckpt.retention import leftover_note, removal_leftovers
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry, TensorEntry
 
@@ -248,6 +249,17 @@ def verl_dataloader_state(paths: layout.CheckpointPaths) -> list[Path]:
     return [step / name for name in names if is_file(step / name)]
 
 
+def run_warnings(paths: layout.CheckpointPaths) -> list[dict[str, str]]:
+    """What validate warns of in the run the step was read from, as its findings say it
+    (where, message): an old step whose removal by `checkpoint.keep_last` was stopped
+    (`retention.removal_leftovers`), hidden beside the steps and holding a step's gigabytes.
+    Empty when no run dir was read (a step dir or a bare DCP dir was given)."""
+    leftovers = removal_leftovers(paths.run_dir) if paths.run_dir is not None else []
+    if not leftovers:
+        return []
+    return [{"where": str(leftovers[0]), "message": leftover_note(leftovers)}]
+
+
 @describes_checkpoint(records_unread)  # a step keep_last removes meanwhile is said to be so
 def describe_checkpoint(
     path: str | os.PathLike,
@@ -319,6 +331,7 @@ def describe_checkpoint(
         "note": paths.note,
         "contents": manifest.contents if manifest else held,
         "dataloader_state": [str(path) for path in verl_dataloader_state(paths)],
+        "warnings": run_warnings(paths),
         "world_size": manifest.world_size if manifest else None,
         "strategy": manifest.strategy if manifest else None,
         "model_family": manifest.model_family if manifest else None,
@@ -377,6 +390,10 @@ def format_description(description: dict) -> str:
         f"step        {description['step'] if description['step'] is not None else '-'}",
         *(f"            {printable(problem)}" for problem in description.get("step_problems", [])),
         f"contents    {printable(', '.join(description['contents']))}",
+    ]
+    lines += [
+        f"warning     {printable(warning['where'])}: {printable(warning['message'])}"
+        for warning in description.get("warnings", [])
     ]
     if loader := description.get("dataloader_state"):
         files = ", ".join(os.path.basename(path) for path in loader)
