@@ -34,6 +34,7 @@ import io
 from dataclasses import dataclass
 
 from mfsdp_ckpt.check.blob_runs import small_blobs
+from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.convert.megatron_record import ARGS_KEY
 from mfsdp_ckpt.errors import CheckpointFormatError
@@ -272,25 +273,34 @@ def _judged(
 
 
 def check_object_pickles(
-    reader: CheckpointReader, report: ValidationReport, lost: dict[str, str]
+    reader: CheckpointReader,
+    report: ValidationReport,
+    lost: dict[str, str],
+    archives: ArchiveVerdicts | None = None,
 ) -> None:
     """One finding per entry whose pickle a stock torch load would run code from, or whose
     pickle could not be checked (then nobody can say it is safe to hand to torch): the
     first MAX_LISTED_ENTRIES by name, the rest counted in one more. Entries without storage
     or in the `lost` data files are left to the checks that report those once. Small blobs
     are read a run of neighbours at a time and judged as they come, so memory holds one
-    run and the distinct verdicts, not every blob."""
+    run and the distinct verdicts, not every blob. `archives` (validate --deep): each blob
+    read is also checked as an archive (`object_archives`) from the same bytes, a larger
+    one read whole for both, so --deep reads no non-tensor byte twice."""
     entries = [
         e for _, e in sorted(reader.objects.items()) if e.file is not None and e.file not in lost
     ]
     seen: dict[tuple, tuple[str, str] | None] = {}
-    verdicts = {
-        entry.name: _judged(reader, entry, raw, seen) for entry, raw in small_blobs(reader, entries)
-    }
+    verdicts = {}
+    for entry, raw in small_blobs(reader, entries):
+        verdicts[entry.name] = _judged(reader, entry, raw, seen)
+        if archives is not None and archive_checked(entry):
+            archives.add(entry, raw)
     findings: list[tuple[str, str, str]] = []
     for entry in entries:
         verdict = (
-            verdicts[entry.name] if entry.name in verdicts else _judged(reader, entry, None, seen)
+            verdicts[entry.name]
+            if entry.name in verdicts
+            else _judged(reader, entry, _whole_for(reader, entry, archives), seen)
         )
         if verdict is not None:
             where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
@@ -305,6 +315,22 @@ def check_object_pickles(
             reader.root,
             f"(+{len(rest)} more non-tensor entries whose pickles torch would run code from)",
         )
+
+
+def _whole_for(
+    reader: CheckpointReader, entry: ObjectEntry, archives: ArchiveVerdicts | None
+) -> bytes | CheckpointFileError | None:
+    """A larger blob's bytes, read whole once when `archives` checks it too (then given to
+    both checks); else None, and the pickle check reads only its zip directory and pickle."""
+    if archives is None or not archive_checked(entry):
+        return None
+    raw: bytes | CheckpointFileError
+    try:
+        raw = reader.store.read_range(entry.file or "", entry.file_offset, entry.length)
+    except CheckpointFileError as err:
+        raw = err
+    archives.add(entry, raw)
+    return raw
 
 
 def refused_decode_note(reader: CheckpointReader, entry: ObjectEntry) -> str:

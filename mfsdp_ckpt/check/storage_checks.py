@@ -8,14 +8,12 @@ a blob whose CRC fails is damage whatever the writer (mfsdp, verl, Megatron-LM).
 
 from __future__ import annotations
 
-import hashlib
-import io
 import stat
-import zipfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.blob_runs import small_blobs
+from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.read_ahead import reading_ahead
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
@@ -211,31 +209,24 @@ def check_hashes(
             report.add_error(file, err)
 
 
-MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only
-
-
-def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
+def check_objects(
+    reader: CheckpointReader, report: ValidationReport, read: ArchiveVerdicts | None = None
+) -> None:
     """Every non-tensor blob (args, iteration, RNG state, scheduler) is a whole torch.save
-    archive whose stored members match their CRCs. Checked as a zip container only: the
-    pickle inside is not loaded, so nothing in it (an argparse.Namespace, numpy RNG
-    arrays, or a crafted class) is ever constructed. Small blobs are read a run of
-    neighbours at a time (`blob_runs`), and blobs of equal bytes checked once: Megatron's
-    distributed optimizer saves ~20 small settings per parameter, tens of thousands of
-    blobs of a few distinct values."""
+    archive whose stored members match their CRCs (`object_archives`). `read`: the
+    verdicts of the blobs a check before read already (`check_object_pickles`), whose bytes
+    are not read again; the others are read here, small ones a run of neighbours at a time
+    (`blob_runs`)."""
     lost = files_not_readable(reader)
     checked = [
         entry
         for entry in reader.objects.values()
-        if entry.file is not None
-        and entry.file not in lost
-        and not entry.transforms
-        and entry.length <= MAX_OBJECT_CHECK_BYTES
+        if archive_checked(entry) and entry.file not in lost
     ]
-    seen: dict[bytes, tuple[str, str] | None] = {}
-    found = {
-        entry.name: raw if isinstance(raw, CheckpointFileError) else _seen(seen, raw)
-        for entry, raw in small_blobs(reader, checked)
-    }
+    verdicts = read if read is not None else ArchiveVerdicts()
+    unjudged = [entry for entry in checked if entry.name not in verdicts.found]
+    for entry, raw in small_blobs(reader, unjudged):
+        verdicts.add(entry, raw)
     unread: dict[str, list[str]] = {}
     for name, entry in sorted(reader.objects.items()):
         where = f"[{name}]"
@@ -247,9 +238,11 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
                 ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)"
             )
             continue
-        if entry.transforms or entry.length > MAX_OBJECT_CHECK_BYTES:
+        if not archive_checked(entry):
             continue
-        problem = found[name] if name in found else _read_and_check(reader, entry)
+        if name not in verdicts.found:  # too large to read with its neighbours
+            verdicts.add(entry, _read_whole(reader, entry))
+        problem = verdicts.found[name]
         if isinstance(problem, CheckpointFileError):
             report.add_error(where, problem, named=reader.root / entry.file)
         elif problem is not None:
@@ -257,40 +250,12 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
     _report_unread(unread, lost, report)
 
 
-def _seen(seen: dict[bytes, tuple[str, str] | None], raw: bytes) -> tuple[str, str] | None:
-    """`_archive_problem` of `raw`, worked out once per distinct blob (by its digest)."""
-    digest = hashlib.sha256(raw).digest()
-    if digest not in seen:
-        seen[digest] = _archive_problem(raw)
-    return seen[digest]
-
-
-def _read_and_check(
-    reader: CheckpointReader, entry: ObjectEntry
-) -> tuple[str, str] | CheckpointFileError | None:
-    """`_archive_problem` of a blob too large to read with its neighbours."""
+def _read_whole(reader: CheckpointReader, entry: ObjectEntry) -> bytes | CheckpointFileError:
+    """The bytes of a blob too large to read with its neighbours, or the error reading them."""
     try:
-        raw = reader.store.read_range(entry.file or "", entry.file_offset, entry.length)
+        return reader.store.read_range(entry.file or "", entry.file_offset, entry.length)
     except CheckpointFileError as err:
         return err
-    return _archive_problem(raw)
-
-
-def _archive_problem(raw: bytes) -> tuple[str, str] | None:
-    """(severity, message) of a blob that is no whole torch.save archive, or None."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-            members = archive.infolist()
-            if not any(m.filename.endswith("data.pkl") for m in members):
-                return ERROR, "blob is not a torch.save archive (no data.pkl)"
-            if any(m.compress_type != zipfile.ZIP_STORED for m in members):
-                return WARNING, "blob has compressed members (torch.save never writes them)"
-            failed = archive.testzip()
-            if failed is not None:
-                return ERROR, f"blob member {failed} fails its CRC (bytes changed)"
-    except (zipfile.BadZipFile, ValueError, EOFError) as err:
-        return ERROR, f"blob is not a readable torch.save archive ({err})"
-    return None
 
 
 def check_values(

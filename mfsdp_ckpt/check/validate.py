@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.asset_checks import check_export_assets
 from mfsdp_ckpt.check.config_checks import check_against_config, check_lora_against_config
+from mfsdp_ckpt.check.object_archives import ArchiveVerdicts
 from mfsdp_ckpt.check.object_pickles import check_object_pickles
 from mfsdp_ckpt.check.optimizer_checks import (
     check_optimizer,
@@ -169,8 +170,11 @@ def _run_checks(
     _check_trainer_step(paths, reader, manifest, report)
     optimizer = check_optimizer_dcp(paths, report)
     record = optimizer_record(paths, reader, roots, manifest, hf_config)
-    for each in [reader] if optimizer is None else [reader, optimizer]:
-        check_object_pickles(each, report, files_not_readable(each))
+    readers = [reader] if optimizer is None else [reader, optimizer]
+    # --deep checks every non-tensor blob as an archive from the bytes read here: once each
+    archives = [ArchiveVerdicts() if deep else None for _ in readers]
+    for each, verdicts in zip(readers, archives):
+        check_object_pickles(each, report, files_not_readable(each), verdicts)
     tables = reader if optimizer is None else joint_tables(reader, optimizer)
     state_roots = roots if optimizer is None else state_keys.state_roots(tables.tensors)
     check_optimizer(tables, state_roots, report, record)
@@ -191,16 +195,15 @@ def _run_checks(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
     )
     if deep:
-        readers = [reader] if optimizer is None else [reader, optimizer]
         also = None
         if manifest is not None:
             check_hashes(paths, manifest, report, hash_progress)
         else:  # no digest vouches for the optimizer's values: check them as they are read
             also = optimizer_value_check(state_roots)
         total, done = sum(len(r.tensors) for r in readers), 0
-        for each in readers:
+        for each, verdicts in zip(readers, archives):
             check_values(each, report, _shifted(progress, done, total), also)
-            check_objects(each, report)
+            check_objects(each, report, verdicts)
             done += len(each.tensors)
     return report
 
