@@ -31,7 +31,8 @@ DAPO_SOURCES = ["math_dapo", "math", "math_dapo_reasoning", "aime2024", "aime25"
 def test_dapo_sources_score_the_last_answer_line_plus_or_minus_one(source):
     assert default_compute_score(source, "17*2=34.\nAnswer: 34", "34") == 1.0
     assert default_compute_score(source, "Answer: 33", "34") == -1.0
-    assert default_compute_score(source, r"so \boxed{34}", "34") == -1.0  # no Answer: line
+    assert default_compute_score(source, r"so \boxed{34}", "34") == 1.0  # no Answer: line
+    assert default_compute_score(source, r"so \boxed{33}", "34") == -1.0
     assert default_compute_score(source, "Answer: 34", 34) == 1.0  # a number as its text
 
 

@@ -51,8 +51,9 @@ from trainer.rewards.custom import (
 from trainer.rewards.time_limit import STUCK_GRACE_S, RewardTimeout, time_limit
 
 # The data sources with a built-in rule, as verl's `default_compute_score` routes them
-# (verl/utils/reward_score/__init__.py, verl 0.8.0.dev, commit b178a3cd): a source verl
-# routes nowhere (`gsm8k` without `openai/`) has no rule here either.
+# (verl/utils/reward_score/__init__.py as of verl-project/verl 1dda039b, 2026-08-22, unchanged
+# since volcengine/verl b178a3cd): a source verl routes nowhere (`gsm8k` without `openai/`)
+# has no rule here either.
 GSM8K_SOURCES = ("openai/gsm8k",)
 MATH_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 DAPO_SOURCES = ("math_dapo", "math", "math_dapo_reasoning")

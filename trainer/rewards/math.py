@@ -1,5 +1,6 @@
-"""MATH: verl's MATH reward (verl/utils/reward_score/math_reward.py, commit b178a3cd), the rule
-verl's `default_compute_score` routes lighteval/MATH, DigitalLearningGmbH/MATH-lighteval and
+"""MATH: verl's MATH reward (verl/utils/reward_score/math_reward.py as of verl-project/verl
+1dda039b, 2026-08-22, unchanged since volcengine/verl b178a3cd), the rule verl's
+`default_compute_score` routes lighteval/MATH, DigitalLearningGmbH/MATH-lighteval and
 HuggingFaceH4/MATH-500 to. The answer is the content of the last `\\boxed{...}` (as verl reads
 it: `boxed_answer`), compared as text with the ground truth as the row gives it, both first put
 through the MATH benchmark's string normalization (Hendrycks et al.) step for step in verl's
@@ -22,7 +23,7 @@ _SPACED_BOXED = "\\boxed "
 def boxed_answer(text: str, what: str = "text") -> str:
     """The answer in `text`'s box exactly as verl reads one, in its MATH reward and its MATH
     preprocessing alike (`remove_boxed(last_boxed_only_string(text))`,
-    verl/utils/reward_score/math.py): a `\\boxed ` (space) anywhere wins, the answer what
+    verl/utils/reward_score/math_reward.py): a `\\boxed ` (space) anywhere wins, the answer what
     follows the last one up to a `$`, as written; else the content of the last `\\boxed{...}`,
     braces balanced. One reader for both, so a response is scored by the rule its row's
     ground truth was taken by. Where verl reads none (no `\\boxed`: it reads no `\\fbox`; a
@@ -35,6 +36,16 @@ def boxed_answer(text: str, what: str = "text") -> str:
     brace = start + len(_BOXED)
     if not text.startswith("{", brace):
         raise ValueError(f"{what}'s last \\boxed is not followed by '{{'")
+    content = braced(text, brace)
+    if content is None:
+        raise ValueError(f"{what}'s last \\boxed{{ is never closed")
+    return content
+
+
+def braced(text: str, brace: int) -> str | None:
+    """What lies between the `{` at `brace` and the `}` that closes it, inner braces counted
+    (`{\\frac{1}{2}}` -> `\\frac{1}{2}`), or None where it is never closed: how verl's
+    `last_boxed_only_string` reads a box, in its MATH and DAPO rules alike."""
     depth = 0
     for position in range(brace, len(text)):
         if text[position] == "{":
@@ -43,7 +54,7 @@ def boxed_answer(text: str, what: str = "text") -> str:
             depth -= 1
             if depth == 0:
                 return text[brace + 1 : position]
-    raise ValueError(f"{what}'s last \\boxed{{ is never closed")
+    return None
 
 
 def last_boxed(text: str) -> str | None:

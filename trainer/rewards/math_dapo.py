@@ -1,22 +1,30 @@
-"""DAPO's rule (verl's `math_dapo`): the answer is the rest of the last `Answer:` line.
+"""DAPO's rule (verl's `math_dapo`): the rest of the last `Answer:` line, else the last box.
 
-As verl/utils/reward_score/math_dapo.py scores (verl 0.8.0.dev, commit b178a3cd), for the
-sources trainer/rewards/dispatch.py routes to it.
+As verl/utils/reward_score/math_dapo.py scores as of verl-project/verl 1dda039b (2026-08-22,
+with bf48903d9's fallback to the box), for the sources trainer/rewards/dispatch.py routes to it.
 
 Only the response's last 300 characters are searched, for `Answer` (any case), optional
-spaces, `:` and the rest of that line; without one the answer is `[INVALID]`, which is wrong.
-The answer and the ground truth are both normalized as verl's `normalize_final_answer` does
-(Minerva's rules: the part after the last `=`, units and TeX decorations dropped, shorthand
-`\\frac12` and `\\sqrt2` braced, commas out of a whole number) and compared as text: +1.0 when
-equal, -1.0 otherwise, the scores verl returns (a wrong answer costs, unlike the GSM8K and MATH
-rules' 0). verl's `strict_box_verify` mode is not its default and is not used here.
+spaces, `:` and the rest of that line; without one the answer is `[INVALID]`. The answer and
+the ground truth are both normalized as verl's `normalize_final_answer` does (Minerva's rules:
+the part after the last `=`, units and TeX decorations dropped, shorthand `\\frac12` and
+`\\sqrt2` braced, commas out of a whole number) and compared as text. Where the normalized
+answer is `[INVALID]` (no `Answer:` line, or one that normalizes to that), the response's box
+decides if it has one: the content of the last `\\boxed{` in its last 100 characters up to
+the `}` that closes it, compared with the ground truth exactly as given, not normalized. With
+neither, the `[INVALID]` answer is compared as any other (wrong, but for a ground truth that
+normalizes to it). +1.0 when equal, -1.0 otherwise, the scores verl returns (a wrong answer
+costs, unlike the GSM8K and MATH rules' 0). verl's `strict_box_verify` mode (the box alone) is
+not its default and is not used here.
 """
 
 from __future__ import annotations
 
 import re
 
+from trainer.rewards.math import braced
+
 CLIP_CHARS = 300
+BOX_CHARS = 100  # the box is looked for only this near the end
 NO_ANSWER = "[INVALID]"
 CORRECT, WRONG = 1.0, -1.0
 _ANSWER = re.compile(r"Answer\s*:\s*([^\n]+)", re.IGNORECASE)
@@ -122,7 +130,18 @@ def extract_answer(solution_str: str) -> str:
     return found[-1] if found else NO_ANSWER
 
 
+def boxed_answer(solution_str: str) -> str | None:
+    """The content of the last `\\boxed{` in the last BOX_CHARS characters, inner braces
+    counted, or None where there is none or it is never closed (an earlier box is not read)."""
+    tail = solution_str[-BOX_CHARS:]
+    start = tail.rfind(_BOXED)
+    return None if start < 0 else braced(tail, start + len(_BOXED) - 1)
+
+
 def compute_score(solution_str: str, ground_truth: str) -> float:
-    """CORRECT when the normalized answer equals the normalized ground truth, else WRONG."""
-    same = normalize(extract_answer(solution_str)) == normalize(ground_truth)
-    return CORRECT if same else WRONG
+    """CORRECT when the normalized answer equals the normalized ground truth, or, with no
+    answer, the box equals the ground truth as given; else WRONG."""
+    answer = normalize(extract_answer(solution_str))
+    if answer == NO_ANSWER and (box := boxed_answer(solution_str)) is not None:
+        return CORRECT if box == ground_truth else WRONG
+    return CORRECT if answer == normalize(ground_truth) else WRONG
