@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import torch
 
 from mfsdp_ckpt.check.printable import error_line
-from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
+from mfsdp_ckpt.convert.hf_config import read_config_json
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
 from trainer.env_ints import process_rank
@@ -58,6 +58,7 @@ from trainer.model_source import (
 from trainer.model_weights import check_weight_files
 from trainer.rope_check import refuse_invalid_rope, rope_verdicts_held
 from trainer.shapes import SHAPES
+from trainer.tokenizer_ids import check_loaded_tokenizer
 
 if TYPE_CHECKING:  # transformers is imported where it is used: loading it takes seconds
     from transformers import PreTrainedTokenizerBase
@@ -140,14 +141,10 @@ def _file_at_fault(err: BaseException, assets: Path) -> Path:
 
 
 def _model_dir_config(assets: Path) -> Any:
-    """The transformers config of a model dir, its config.json checked first as import-hf
-    checks it (NaN, impossible sizes: one line naming the key) and for shipped code
-    (`check_model_config`)."""
+    """The transformers config of a model dir, its config.json checked first as the
+    launcher checks it (`check_model_config`: shipped code, NaN, impossible sizes, a dtype
+    torch lacks, each one line naming the key, exit 2)."""
     check_model_config(assets)
-    try:
-        check_geometry(read_config_json(assets)[1], assets / "config.json")
-    except HFConfigError as err:
-        raise ModelFilesError(str(err)) from None
     return _read_by_transformers(assets, "config.json", lambda: _from_model_dir(assets, {}))
 
 
@@ -246,11 +243,7 @@ def build_hf_config(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Any
         if process_rank() == 0:  # one line, not one per rank
             log.warning("note: model.hf_config's %s", fit.note().removeprefix("config.json "))
         config = overridden_config(base, make, {**cfg.overrides, "vocab_size": fit.rows})
-    if len(tokenizer) > config.vocab_size:
-        raise ConfigError(
-            f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
-            f"{config.vocab_size}"
-        )
+    check_loaded_tokenizer(tokenizer, config.vocab_size)  # the files' ids: the launcher's check
     refuse_invalid_rope(config, cfg.overrides, *_written_fields(cfg))
     config._attn_implementation = cfg.attn_implementation
     return config

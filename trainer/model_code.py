@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
-from mfsdp_ckpt.convert.hf_config import read_config_json
+from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.safetensors_source import PICKLED_WEIGHTS
@@ -33,7 +33,9 @@ from trainer.model_assets import (
     read_json_asset,
     unparsable_generation_config,
 )
+from trainer.model_dtype import dtype_problem, named_dtype
 from trainer.model_source import ModelSource
+from trainer.tokenizer_ids import check_token_ids
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 CODE_KEY = "auto_map"  # where config.json and tokenizer_config.json name shipped code
@@ -46,6 +48,7 @@ def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
     model dir is checked whether or not the tokenizer comes from it: its
     generation_config.json is read and copied either way."""
     assets = source.assets if source is not None else None
+    _refuse_dtype(cfg.overrides, "model.overrides")
     if assets is not None:
         check_model_config(assets)
         check_asset_dir(assets, source)
@@ -62,12 +65,17 @@ def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
             check_asset_dir(tokenizer, source)
         check_tokenizer_files(tokenizer)
         check_chat_template_value(tokenizer)  # refused here once, not in every rank
+        vocab_size = _vocab_size(cfg, source)
+        if vocab_size is not None:
+            check_token_ids(tokenizer, assets, vocab_size)
 
 
 def check_model_config(assets: Path) -> None:
-    """The model's config.json names no shipped code and a family mfsdp trains: another
-    model_type is either one transformers has no class for (only shipped code could build
-    it) or one this trainer does not support."""
+    """The model's config.json names no shipped code and a family mfsdp trains (another
+    model_type is either one transformers has no class for, which only shipped code could
+    build, or one this trainer does not support), sizes a model can have
+    (`check_geometry`, as `model.overrides` are checked) and a dtype transformers reads:
+    plain JSON, so `mfsdp config check` refuses what train would, before torch loads."""
     config_file, data = read_config_json(assets)
     _refuse_code(config_file, data)
     model_type = data["model_type"]
@@ -76,6 +84,35 @@ def check_model_config(assets: Path) -> None:
             f"{config_file}: model_type {cut_to(repr(model_type), 80)} is not a family mfsdp trains"
             f" ({', '.join(SUPPORTED_FAMILIES)})"
         )
+    try:
+        check_geometry(data, config_file)
+    except HFConfigError as err:
+        raise ConfigError(str(err)) from None
+    _refuse_dtype(data, str(config_file))
+
+
+def _refuse_dtype(fields: dict[str, Any], where: str) -> None:
+    """ConfigError naming `where` and the key when `fields` name a dtype transformers cannot
+    build the model in (`trainer.model_dtype`)."""
+    found = named_dtype(fields)
+    problem = dtype_problem(found[1]) if found is not None else None
+    if found is not None and problem is not None:
+        raise ConfigError(f"{where}: {found[0]} {problem}")
+
+
+def _vocab_size(cfg: ModelConfig, source: ModelSource | None) -> int | None:
+    """The vocab_size the run's model is built with, as its config states it
+    (`model.overrides`, a checkpoint's derived config, config.json); None where none does
+    (a named shape sizes its vocab from the tokenizer, and a config without one takes its
+    class's default)."""
+    fields: Any = cfg.overrides
+    if "vocab_size" not in fields and source is not None:
+        if source.derived is not None:
+            fields = source.derived
+        elif source.assets is not None:
+            fields = read_config_json(source.assets)[1]
+    value = fields.get("vocab_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def check_tokenizer_files(directory: Path) -> None:
