@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from mfsdp_ckpt.storage.unique_json import (
     too_many_containers,
 )
 from trainer.data.json_errors import json_error_words
+from trainer.env_ints import process_rank
 
 log = logging.getLogger(__name__)  # tables published, then the interrupt: one line
 
@@ -123,14 +125,18 @@ class RowOrigins:
         return f"{self.files[file]}:{lines[local]}"
 
 
-def read_rows_with_origins(paths: list[str] | str) -> tuple[list[dict[str, Any]], RowOrigins]:
+def read_rows_with_origins(
+    paths: list[str] | str, read: Collection[str] | None = None
+) -> tuple[list[dict[str, Any]], RowOrigins]:
     """All rows of the given files, in order, and where each row came from: `.parquet`,
     `.jsonl` (one object per line) or `.json` (an array of objects, one object, or one per
-    line). A file holding no rows is refused (EmptyTableError), naming it."""
+    line). A file holding no rows is refused (EmptyTableError), naming it. `read` names the
+    columns the caller reads (None: all of them): a parquet column outside them whose
+    values have no Python form is left out of the rows (`_Columns`)."""
     rows: list[dict[str, Any]] = []
     files, starts, lines = [], [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
-        found, found_lines = _read_one(Path(path))
+        found, found_lines = _read_one(Path(path), read)
         if not found:
             raise EmptyTableError(
                 f"{path}: holds no rows (an empty or cut-short file, or only blank lines?)"
@@ -167,13 +173,13 @@ def check_data_file(path: str | os.PathLike) -> None:
 Rows = tuple[list[dict[str, Any]], tuple[int, ...] | None]
 
 
-def _read_one(path: Path) -> Rows:
+def _read_one(path: Path, read: Collection[str] | None = None) -> Rows:
     """The file's rows; running out of memory reading them is DataMemoryError naming it."""
     check_data_file(path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
-            return _read_parquet(path), None
+            return _read_parquet(path, read), None
         if suffix == ".jsonl":
             return _read_jsonl(path)
         return _read_json(path)
@@ -236,7 +242,7 @@ def _run_log(directory: Path, name: str) -> bool:
     )
 
 
-def _read_parquet(path: Path) -> list[dict[str, Any]]:
+def _read_parquet(path: Path, read: Collection[str] | None = None) -> list[dict[str, Any]]:
     """The rows of a parquet file, read through a descriptor opened here: pyarrow given a
     path parses it as a URI, which fails on a name that is not UTF-8 and reads a name with
     a scheme (`s3:...`) somewhere else. A file of 0 bytes holds no rows, as an empty .jsonl
@@ -251,7 +257,7 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
             return []
         budget = max(DECODED_FLOOR, DECODED_PER_FILE_BYTE * size)
         try:
-            return _bounded_rows(path, handle, budget)
+            return _bounded_rows(path, handle, budget, _Columns(path, read))
         except DataFileError:
             raise
         except Exception as err:  # pyarrow raises several types for a broken file
@@ -259,7 +265,7 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
             raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
 
 
-def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
+def _bounded_rows(path: Path, handle: Any, budget: int, columns: _Columns) -> list[dict[str, Any]]:
     """The file's rows, refused once decoding them would pass `budget` bytes, or one row
     MAX_ROW_BYTES. Every text column (nested ones too) is measured read as a dictionary, so a
     value repeated a million times is held once until it is known to fit.
@@ -297,19 +303,70 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
         if footer.row_group(group).num_rows <= _BATCH_ROWS:
             for batch in dictionaries.iter_batches(_BATCH_ROWS, row_groups=[group]):
                 measure.batch(batch, first_row=len(rows))
-                rows += _made_rows(batch)
+                rows += columns.rows(batch)
             continue
         measure.table(dictionaries.read_row_group(group), first_row=len(rows))
         pa.default_memory_pool().release_unused()  # the dictionaries' memory, for the rows
         for batch in plain.iter_batches(_BATCH_ROWS, row_groups=[group]):
-            rows += _made_rows(batch)
+            rows += columns.rows(batch)
+    columns.note_left_out()
     return rows
 
 
-def _made_rows(batch: Any) -> list[dict[str, Any]]:
-    """The rows of a measured `batch`, made from plain arrays: faster than from dictionary
-    ones, which a column stored as a dictionary type is read as even when not asked to."""
-    return batch.cast(_without_dictionaries(batch.schema)).to_pylist()
+class _Columns:
+    """Makes a parquet file's rows column by column: a column pyarrow cannot make Python
+    values of (a nanosecond timestamp that is not a whole microsecond, the default
+    timestamp of pandas' `to_parquet`: pyarrow's error said the file was unreadable and to
+    install pandas) is refused naming the column where the caller reads it (`read`, None:
+    every column), else left out of the rows with a note naming it."""
+
+    def __init__(self, path: Path, read: Collection[str] | None) -> None:
+        self.path, self.read = path, read
+        self.left_out: dict[str, str] = {}  # column -> why
+
+    def rows(self, batch: Any) -> list[dict[str, Any]]:
+        """The rows of a measured `batch`, made from plain arrays: faster than from
+        dictionary ones, which a column stored as a dictionary type is read as even when
+        not asked to."""
+        plain = batch.cast(_without_dictionaries(batch.schema))
+        values = {}
+        for field, column in zip(plain.schema, plain.columns, strict=True):
+            if field.name not in self.left_out:
+                found = self._values(field, column)
+                if found is not None:
+                    values[field.name] = found
+        if not values:  # every column left out
+            return [{} for _ in range(plain.num_rows)]
+        names = list(values)
+        return [dict(zip(names, cells, strict=True)) for cells in zip(*values.values())]
+
+    def _values(self, field: Any, column: Any) -> list[Any] | None:
+        """`column`'s Python values; None (noted) for a column the caller does not read
+        that has none."""
+        try:
+            return column.to_pylist()
+        except (ValueError, TypeError, NotImplementedError) as err:
+            why = str(err).split(". Install pandas")[0].rstrip(".")  # pyarrow's advice: no fix
+            if self.read is None or field.name in self.read:
+                raise DataFileError(
+                    f"{self.path}: column {field.name!r} ({field.type}) holds values Python"
+                    f" cannot hold ({why}); store them another way (a timestamp in"
+                    " microseconds, or as text)"
+                ) from None
+            self.left_out[field.name] = f"{field.type}: {why}"
+            return None
+
+    def note_left_out(self) -> None:
+        """One note per column left out of the file's rows (by rank 0: each rank reads
+        the same files)."""
+        for name, why in self.left_out.items() if process_rank() == 0 else ():
+            logging.getLogger("mfsdp.data").warning(
+                "note: %s: column %r left out, a column the run does not read whose values"
+                " Python cannot hold (%s)",
+                self.path,
+                name,
+                why,
+            )
 
 
 class _DecodeBudget:

@@ -10,6 +10,7 @@ from typing import Any
 
 from trainer.config import ConfigError, DataConfig
 from trainer.data.chat import (
+    TEMPLATE_COLUMNS,
     ChatColumns,
     ChatFormatError,
     Example,
@@ -151,10 +152,12 @@ def load_sft_splits(
     hold-out. Errors name a row by its file and its row there, wherever the split put it."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
-    rows, origins = read_rows_with_origins(cfg.train_files)
+    # the columns a row is read through (others Python cannot hold are left out: files.py)
+    read = (cfg.messages_key, cfg.prompt_key, cfg.response_key, *TEMPLATE_COLUMNS)
+    rows, origins = read_rows_with_origins(cfg.train_files, read)
     train_at: Sequence[int] = range(len(rows))
     if cfg.val_files:
-        val_rows, val_origins = read_rows_with_origins(cfg.val_files)
+        val_rows, val_origins = read_rows_with_origins(cfg.val_files, read)
         val_at: Sequence[int] = range(len(val_rows))
     elif cfg.val_ratio > 0:
         order = list(range(len(rows)))
