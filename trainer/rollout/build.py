@@ -17,6 +17,7 @@ from trainer.model import padding_id
 from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_config
 from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
+from trainer.rollout.token_ids import checked_token_id
 from trainer.rollout.vllm_engine import VLLMRolloutError, vllm_available
 
 
@@ -29,26 +30,37 @@ def engine_name(requested: str) -> str:
     return requested
 
 
-def eos_token_ids(tokenizer: Any, model_path: str | None) -> list[int]:
+def eos_token_ids(tokenizer: Any, model_path: str | None, vocab_size: int) -> list[int]:
     """The tokenizer's EOS plus any the model's generation_config.json lists (Qwen lists two).
     That file is the one each checkpoint of the run ships (`copied_generation_config`: the
     model dir's, or a checkpoint's huggingface/), read as a checked asset: a regular file
     inside the dir, bounded, each key once; the GenerationConfig is built from its data,
     never from the path (transformers would follow a link out of the dir and read a file
-    of any size). A value no config holds is a ConfigError naming the file and key."""
-    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    of any size). A value no config holds, or an id that is no row of the model's
+    embedding (`vocab_size`), is a ConfigError naming the file and key: an id past int64
+    was an 82-line traceback at the first rollout, one past the vocab a stop token the
+    engine can never sample (transformers' GenerationConfig takes either)."""
+    ids = []
+    if tokenizer.eos_token_id is not None:
+        key = _tokenizer_key(tokenizer, "eos_token_id")
+        ids.append(checked_token_id(tokenizer.eos_token_id, key, vocab_size))
     data = copied_generation_config(model_path)
     if data is not None:
         where = f"model.path {model_path}: {GENERATION_CONFIG_FILE}"
         extra = _generation_config(data, where).eos_token_id
         extra = [] if extra is None else [extra] if isinstance(extra, int) else extra
-        if not isinstance(extra, list) or not all(_is_token_id(token) for token in extra):
+        if not isinstance(extra, list):
             raise ConfigError(
                 f"{where}: eos_token_id {cut_to(repr(extra), 80)} is not a token id or a list of"
                 " them"
             )
-        ids += extra
+        ids += [checked_token_id(token, f"{where}: eos_token_id", vocab_size) for token in extra]
     return sorted(set(ids))
+
+
+def _tokenizer_key(tokenizer: Any, key: str) -> str:
+    """Where the loaded tokenizer's `key` comes from, for a refusal."""
+    return f"model: the tokenizer in {getattr(tokenizer, 'name_or_path', '?')}: {key}"
 
 
 def _generation_config(data: bytes, where: str) -> Any:
@@ -58,10 +70,6 @@ def _generation_config(data: bytes, where: str) -> Any:
     if not isinstance(settings, dict):
         raise ConfigError(f"{where}: holds a JSON {type(settings).__name__}, not an object")
     return generation_config(settings, where, ConfigError)
-
-
-def _is_token_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def build_rollout_engine(
@@ -87,7 +95,8 @@ def build_rollout_engine(
     `write_assets(dir)` writes config.json and tokenizer files: vLLM starts from a model dir
     with dummy weights rather than reading a checkpoint the trainer is about to replace.
     """
-    pad = padding_id(tokenizer)
+    vocab_size = hf_config.vocab_size
+    eos = eos_token_ids(tokenizer, model_path, vocab_size)
     if name == "hf":
         from transformers import AutoModelForCausalLM
 
@@ -102,8 +111,10 @@ def build_rollout_engine(
             )
         return HFRolloutEngine(
             model,
-            eos_token_ids(tokenizer, model_path),
-            pad,
+            eos,
+            checked_token_id(
+                padding_id(tokenizer), _tokenizer_key(tokenizer, "pad_token_id"), vocab_size
+            ),
             cuda_graphs=cuda_graphs,
             fused_ops=fused_ops,
             max_num_seqs=max_num_seqs,
@@ -132,7 +143,7 @@ def build_rollout_engine(
             f"data.max_prompt_length + rollout.max_response_length = {max_model_len} tokens:"
             f" vLLM refuses it for this model ({refusal}); lower them"
         ) from None
-    engine.eos_token_ids = eos_token_ids(tokenizer, model_path)
+    engine.eos_token_ids = eos
     return engine
 
 
