@@ -42,6 +42,7 @@ from mfsdp_ckpt.lora import (
     unrecorded_base,
 )
 from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig, check_lora_fields
+from trainer.lora_adapter_config import peft_default
 from trainer.lora_adapter_dir import (
     KEY,
     AdapterDir,
@@ -49,7 +50,6 @@ from trainer.lora_adapter_dir import (
     listed_targets,
     load_adapter_weights,
     note_replaced_settings,
-    peft_default,
     read_adapter_dir,
     recorded_adapter_path,
     same_setting,

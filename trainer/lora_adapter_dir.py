@@ -1,28 +1,27 @@
 """A PEFT adapter dir (`model.lora_adapter_path`) read as data, each field and tensor checked.
 
 An adapter dir comes from elsewhere (the Hub, another trainer). Its adapter_config.json was
-handed to PEFT's LoraConfig as it stood, and its adapter_model.safetensors loaded whole:
-`r` as text ("4"), an unknown task_type, target_modules 5, a cut-short file or a tensor of
+handed to PEFT's LoraConfig as it stood, and its adapter_model.safetensors loaded whole: `r`
+as text ("4"), an unknown task_type, target_modules 5, a cut-short file or a tensor of
 another shape were each a traceback in every rank, and `r: -1` was blamed on
-model.target_modules. Here every field LoraConfig is built from is checked first, the
-others must say what plain LoRA says (or are metadata), a field the installed peft does not
-know must be off (peft drops it: a newer peft's variant trained as plain LoRA), and the
-weights file is read through the project's safetensors reader (`SafetensorsSource`: header
-checked against the file, no pickle, nothing read until every tensor's name and shape fit
-the model). Both files are read as a model dir's are (`safe_files.model_dir_root`): a
-regular file inside the dir, bounded in size, never through a link that leads out of it.
-Each refusal is one line naming model.lora_adapter_path, the file and the key or tensor: a
-field PEFT would fill with its default is said to be absent, a tensor holding NaN/Inf is
-named as it loads, and a dir holding an adapter elsewhere (verl's actor dir, an mfsdp LoRA
-run) says where it is. A resume refused for a setting the adapter dir gives names that file
-as what sets it, with what resumes the step (`set_by_adapter`, `adapter_resume_remedy`).
+model.target_modules. Here every field LoraConfig is built from is checked first, as plain
+JSON (`trainer.lora_adapter_config`, which the launching process runs too), the others must
+say what plain LoRA says (or are metadata), a field the installed peft does not know must be
+off (peft drops it: a newer peft's variant trained as plain LoRA), and the weights file is
+read through the project's safetensors reader (`SafetensorsSource`: header checked against
+the file, no pickle, nothing read until every tensor's name and shape fit the model). Both
+files are read as a model dir's are (`safe_files.model_dir_root`): a regular file inside the
+dir, bounded in size, never through a link that leads out of it. Each refusal is one line
+naming model.lora_adapter_path, the file and the key or tensor: a field PEFT would fill with
+its default is said to be absent, a tensor holding NaN/Inf is named as it loads, and a dir
+holding an adapter elsewhere (verl's actor dir, an mfsdp LoRA run) says where it is. A
+resume refused for a setting the adapter dir gives names that file as what sets it, with
+what resumes the step (`set_by_adapter`, `adapter_resume_remedy`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -31,23 +30,19 @@ import torch
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
-from mfsdp_ckpt.format.lora_fields import LoraFieldError, lora_settings, plain_lora_init
+from mfsdp_ckpt.format.lora_fields import plain_lora_init
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
-    MAX_ADAPTER_CONFIG_BYTES,
     PEFT_PREFIX,
     parse_adapter_key,
 )
-from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
-from mfsdp_ckpt.storage.unique_json import read_json_file
 from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig
 from trainer.config_yaml import YAMLConfigError, read_yaml_file
 from trainer.finite_weights import NonFiniteWeightsError
-from trainer.lora_adapter_hints import KEY, pickle_hint, where_the_adapter_is
-from trainer.lora_targets import check_layers_pattern
+from trainer.lora_adapter_config import USED, read_adapter_config
+from trainer.lora_adapter_hints import KEY
 
 log = logging.getLogger("mfsdp.model")
 ADAPTER_NAME = "default"  # the adapter name `peft.inject_adapter_in_model` gives
@@ -67,61 +62,8 @@ METADATA = frozenset(
 )
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _names(value: Any) -> bool:
-    """A name or regex, or a non-empty list of names."""
-    if isinstance(value, str):
-        return bool(value)
-    return isinstance(value, list) and bool(value) and all(isinstance(n, str) and n for n in value)
-
-
-def _no_names(value: Any) -> bool:
-    """None, or module names or a regex, for a field that may leave nothing out: [] is "no
-    module" to PEFT (and verl's Megatron default for lora.exclude_modules), as null is."""
-    return value is None or value == [] or _names(value)
-
-
-def _layers(value: Any) -> bool:
-    if value is None or (_count(value) and value >= 0):
-        return True
-    return isinstance(value, list) and all(_count(n) and n >= 0 for n in value)
-
-
-def _dropout(value: Any) -> bool:
-    """A probability nn.Dropout takes and that leaves something to train: 1 drops every
-    input of the adapter (NaN fails both comparisons)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
-
-
-# Fields LoraConfig is built from that are checked here, with what a value must be
-CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "target_modules": (_names, "module names (a list of them, all-linear or a regex)"),
-    "exclude_modules": (_no_names, "null, [], module names or a regex"),
-    "layers_to_transform": (_layers, "null, a layer index or a list of them"),
-    "task_type": (lambda v: v in (None, "CAUSAL_LM"), "CAUSAL_LM (a causal LM's adapter)"),
-    # trains as saved, as verl's PeftModel.from_pretrained(..., is_trainable=True) keeps it
-    "lora_dropout": (_dropout, "a dropout probability, a number in [0, 1)"),
-}
-# Every field LoraConfig is built from: the others are checked where every LoRA config is
-# (`lora_settings`), layers_pattern by `check_layers_pattern`
-USED = frozenset(
-    {"r", "lora_alpha", "use_rslora", "init_lora_weights", "layers_pattern"} | set(CHECKED)
-)
 # model.* keys whose value an adapter dir's own field replaces, with that field
 REPLACED = {"lora_rank": "r", "lora_alpha": "lora_alpha", "target_modules": "target_modules"}
-# Fields an adapter_config.json must have, with why: PEFT would fill an absent one with its
-# default (`peft_default`), which is what the adapter was trained with only by chance.
-# Absent, each was told "'lora_alpha' is None", as if the file said null.
-REQUIRED = {
-    "r": "PEFT would assume {default}; set it to the adapter's rank, the first dimension of its"
-    " lora_A tensors",
-    "lora_alpha": "PEFT would assume {default}; set it to the alpha the adapter was trained with",
-    "target_modules": "PEFT would pick the model type's default modules; set it to the modules"
-    " the adapter was trained on",
-}
 
 
 @dataclass(frozen=True)
@@ -145,16 +87,7 @@ def read_adapter_dir(path: Path) -> AdapterDir:
     """The adapter dir at `path`, its adapter_config.json fields and its weights file's
     header checked; ConfigError naming the file and the key otherwise."""
     config_file, weights_file = path / ADAPTER_CONFIG_FILE, path / ADAPTER_WEIGHTS_FILE
-    root = safe_files.model_dir_root(path)
-    for needed in (config_file, weights_file):
-        _check_file(needed, root)
-    try:
-        data = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, ConfigError, root)
-    except ConfigError as err:
-        raise ConfigError(f"{KEY}: {err}") from None
-    if not isinstance(data, dict) or data.get("peft_type") != "LORA":
-        raise ConfigError(f"{KEY}: {config_file} is not a LoRA adapter config")
-    settings = _checked_settings(data, config_file)
+    data, settings = read_adapter_config(path)
     _refuse_unknown_options(data, config_file)
     _refuse_not_plain(data, path)
     try:
@@ -184,29 +117,6 @@ def _refuse_another_rank(
                 f" {carried}, but {config_file} says r={rank}; set r to the rank the adapter"
                 " was trained with"
             )
-
-
-def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:
-    """Each file read from the dir under one rule, that of a model dir's files
-    (`safe_files.model_dir_root`): a regular file inside the dir, or in the Hugging Face
-    cache its snapshot links into. A FIFO, a device, a directory or a link leading out was
-    told "is missing" (`is_file` is false for each), and the config was read through a link
-    to anywhere: a config from another folder trained silently with its own alpha. Only a
-    file that is not there at all is missing; an adapter saved as a pickle says so."""
-    if not os.path.lexists(file):
-        also = (
-            pickle_hint(file.parent)
-            if file.name == ADAPTER_WEIGHTS_FILE
-            else where_the_adapter_is(file.parent)
-        )
-        raise ConfigError(
-            f"{KEY}: {file} is missing "
-            f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE}){also}"
-        )
-    try:
-        safe_files.regular_file(file, root, f"the adapter dir {file.parent}")
-    except CheckpointFileError as err:
-        raise ConfigError(f"{KEY}: {err}") from None
 
 
 def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
@@ -297,38 +207,6 @@ def same_setting(one: Any, other: Any) -> bool:
     if isinstance(one, list) and isinstance(other, list):
         return sorted(set(one)) == sorted(set(other))
     return bool(one == other)
-
-
-def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]:
-    """The USED fields `data` sets, each of the type LoraConfig needs, and plain LoRA's
-    (`lora_settings`, as a LoRA checkpoint's manifest is read)."""
-    where = f"{KEY}: {config_file}"
-    absent = next((name for name in REQUIRED if name not in data), None)
-    if absent is not None:
-        why = REQUIRED[absent].format(default=peft_default(absent))
-        raise ConfigError(f"{where}: has no {absent!r} ({why})")
-    try:
-        lora_settings(data)
-    except LoraFieldError as err:
-        raise ConfigError(f"{where}: {err}") from None
-    for name, (fits, wanted) in CHECKED.items():
-        if name in data and not fits(data[name]):
-            raise ConfigError(f"{where}: {name} is {cut_to(repr(data[name]), 80)}, not {wanted}")
-    settings = {name: data[name] for name in USED if name in data}
-    check_layers_pattern(settings.get("layers_pattern"), f"{where}: layers_pattern")
-    if isinstance(settings["target_modules"], str) and settings.get("layers_to_transform"):
-        raise ConfigError(
-            f"{where}: layers_to_transform with a regex target_modules (PEFT refuses it too);"
-            " the regex picks the layers"
-        )
-    return settings
-
-
-def peft_default(name: str) -> Any:
-    """The value PEFT's LoraConfig gives field `name` when an adapter_config.json omits it."""
-    from peft import LoraConfig
-
-    return next(field.default for field in fields(LoraConfig) if field.name == name)
 
 
 def _refuse_unknown_options(data: dict[str, Any], config_file: Path) -> None:

@@ -113,22 +113,6 @@ def regex_matches(pattern: str, names: list[str], key: str) -> list[str]:
     return list(json.loads(done.stdout))
 
 
-def check_layers_pattern(value: Any, key: str) -> None:
-    """layers_pattern is None, a name or a list of names (`layers`): PEFT pastes each into
-    a regex, so anything but a plain name would be a pattern it matches unbounded."""
-    names = [value] if isinstance(value, str) else value
-    if value is None or (isinstance(names, list) and all(_plain_name(n) for n in names)):
-        return
-    raise ConfigError(
-        f"{key}: {cut_to(repr(value), 120)} is not a module name or a list of them (such as"
-        " 'layers')"
-    )
-
-
-def _plain_name(name: Any) -> bool:
-    return isinstance(name, str) and name.isidentifier()
-
-
 def refuse_untrainable_targets(config: Any, model: torch.nn.Module, key: str) -> None:
     """Refuse, naming `key`, a LoRA `config` that would adapt anything but the decoder's
     linear layers, before PEFT injects it. PEFT also adapts embeddings, convolutions,
