@@ -126,7 +126,21 @@ class _OptimizerRecord:
     def optimized(self, name: str) -> bool:
         """Whether the record names parameter `name` (a module path) as stepped, so that
         one without state lost it rather than being frozen."""
-        return self.every or name in self.stems
+        return self.every or name in self.stems or state_keys.group_meta_name(name) in self.stems
+
+    def stem(self, name: str) -> str | None:
+        """The key parameter `name`'s states would be stored under less the state's name,
+        from its `param_to_group_meta` record: under `name` itself, or under the unsplit,
+        unrenamed name Megatron-LM records for a SwiGLU fc1 half or an MTP layer's weight
+        (`state_keys.group_meta_name`), its tail then named as the states name it; None
+        where no record tells."""
+        if name in self.stems:
+            return self.stems[name]
+        recorded = state_keys.group_meta_name(name)
+        stem = self.stems.get(recorded)
+        if stem is None or not stem.endswith(recorded):
+            return None
+        return stem[: len(stem) - len(recorded)] + name
 
     @property
     def names_them(self) -> str:
@@ -473,11 +487,12 @@ def _report_no_state(
         return
     first = f"[{params[lost[0]]}]"
     lacking = f"no optimizer state for the {len(lost)} parameters {record.names_them}"
-    if recorded.states is None or lost[0] not in record.stems:
+    stem = record.stem(lost[0])
+    if recorded.states is None or stem is None:
         report.add(ERROR, first, f"{lacking}; {recorded.about}")
         return
     missing = recorded.states.missing(())
-    expected = f"{record.stems[lost[0]]}.{missing[0]}"
+    expected = f"{stem}.{missing[0]}"
     report.add(
         ERROR,
         first,

@@ -52,6 +52,14 @@ NO_MODEL_WEIGHTS = (
 )
 
 _MODEL_SEGMENT_RE = re.compile(r"model[0-9]*")  # `model`, or `model0`, `model1` (chunks)
+# Megatron-LM's fsdp_dtensor save renames two kinds of parameters in the model and in
+# `optimizer.state` only (fsdp_dtensor_checkpoint.py): `handle_swiglu_in_state_dict` splits
+# a SwiGLU fc1 (dense, shared experts, TEGroupedMLP's `weight<E>`, SequentialMLP's) into
+# `_w` / `_v` halves, and `handle_mtp_in_state_dict` stores an MTP layer's inner layer
+# `mtp_model_layer` as `transformer_layer`. Its `param_to_group_meta` keeps the names
+# the optimizer gives the parameters, unsplit and unrenamed.
+_SWIGLU_HALF_RE = re.compile(r"(\.linear_fc1\.(?:weight|bias)[0-9]*)_[wv]$")
+_MTP_INNER_RE = re.compile(r"^(mtp\.layers\.[0-9]+\.)transformer_layer\.")
 _KNOWN_ROOTS = frozenset(HF_ROOTS + MCORE_ROOTS)
 _SHOWN_ENTRIES = 3
 
@@ -65,6 +73,15 @@ def hf_name(module_path: str) -> str:
     """`module.model.layers.0._orig_mod.mlp.up_proj.weight` ->
     `model.layers.0.mlp.up_proj.weight`."""
     return ".".join(part for part in module_path.split(".") if part not in WRAPPER_SEGMENTS)
+
+
+def group_meta_name(module_path: str) -> str:
+    """The name Megatron's `param_to_group_meta` records the parameter stored as
+    `module_path` (wrappers removed) under: `decoder.layers.0.mlp.linear_fc1.weight` for
+    the fc1 half `...linear_fc1.weight_w`, `mtp.layers.0.mtp_model_layer.<rest>` for
+    `mtp.layers.0.transformer_layer.<rest>`; any other path unchanged."""
+    path = _SWIGLU_HALF_RE.sub(r"\1", module_path)
+    return _MTP_INNER_RE.sub(r"\1mtp_model_layer.", path)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import argparse
 import enum
 import functools
 import json
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -158,10 +159,21 @@ def mtp_weights(model, layers: int, seed: int = 7) -> dict[str, torch.Tensor]:
     return found
 
 
+# The names Megatron-LM's save gives the states but not their param_to_group_meta records
+# (fsdp_dtensor_checkpoint.py): a SwiGLU fc1's `_w` / `_v` halves (handle_swiglu_in_state_dict,
+# dense `weight`, TEGroupedMLP's `weight<E>`) and an MTP layer's `transformer_layer`
+# (handle_mtp_in_state_dict, for the optimizer's `mtp_model_layer`).
+_RECORDED_FC1 = re.compile(r"(\.linear_fc1\.(?:weight|bias)\d*)_[wv]$")
+_RECORDED_MTP = re.compile(r"(\.mtp\.layers\.\d+\.)transformer_layer\.")
+
+
 def adam_state(weights: dict[str, torch.Tensor]) -> dict:
     """Megatron-LM's distributed-optimizer state for `weights` (`module.`-prefixed model
     keys) as fsdp_dtensor saves it: `state.module.module.<param>.{exp_avg, exp_avg_sq,
-    step}` per parameter, split like the model's SwiGLU fc1, and its group settings."""
+    step}` per parameter, split like the model's SwiGLU fc1 and with an MTP layer's inner
+    layer as `transformer_layer`, and its group settings, `param_to_group_meta.<param>`
+    under the names the optimizer gives the parameters, which those renames leave alone
+    (fc1 unsplit, `mtp_model_layer`): one record for both fc1 halves."""
     state, meta = {}, {}
     for key, value in weights.items():
         param = f"module.module.{key}"
@@ -170,7 +182,8 @@ def adam_state(weights: dict[str, torch.Tensor]) -> dict:
             "exp_avg_sq": torch.full_like(value, 1e-6),
             "step": torch.tensor(float(STEP)),
         }
-        meta[param] = {"lr": 1e-5, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+        recorded = _RECORDED_FC1.sub(r"\1", _RECORDED_MTP.sub(r"\1mtp_model_layer.", param))
+        meta[recorded] = {"lr": 1e-5, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
     return {"state": state, "param_to_group_meta": meta}
 
 
