@@ -55,11 +55,13 @@ class OptimizerStates:
 
 
 _ADAM = ("exp_avg", "exp_avg_sq")
-# Megatron's distributed optimizer keeps each parameter's fp32 main weight beside its states
-# as `param` (distrib_optimizer.py: ("param",) + optimizer_state_keys, which are Adam's or
-# Lion's): torch_dist's model-space optimizer state, which Megatron-LM's
-# checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor writes under these names.
-_MAIN_PARAM = "param"
+# Megatron's distributed optimizer keeps each parameter's fp32 main weight beside its
+# states (distrib_optimizer.py `_get_main_param_and_optimizer_states`: "param" and Adam's or
+# Lion's states; `step` is not saved per parameter). Its torch_dist saves name it after
+# their format, and Megatron-LM's checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor
+# keeps that name: `fp32_param` in `fully_sharded_model_space` (the default fully-parallel
+# save from June 2024 to December 2025), `param` in `fully_reshardable`.
+_MAIN_PARAMS = frozenset({"param", "fp32_param"})
 
 # First match wins. A set may fit two optimizers (Adam's moments alone also fit
 # transformers' Adafactor with beta1 on vectors only): the common one comes first, and the
@@ -70,8 +72,8 @@ KNOWN_OPTIMIZERS: tuple[OptimizerStates, ...] = (
         "Adam",  # AdamW, NAdam and RAdam keep the same
         (_ADAM,),
         # max_exp_avg_sq: amsgrad; master_param: Megatron's precision-aware optimizer
-        like_parameter=frozenset({*_ADAM, "max_exp_avg_sq", "master_param", _MAIN_PARAM}),
-        optional=frozenset({"max_exp_avg_sq", "master_param", _MAIN_PARAM}),
+        like_parameter=frozenset({*_ADAM, "max_exp_avg_sq", "master_param", *_MAIN_PARAMS}),
+        optional=frozenset({"max_exp_avg_sq", "master_param", *_MAIN_PARAMS}),
         bookkeeping=frozenset({"step", "mu_product"}),  # mu_product: NAdam
     ),
     OptimizerStates("Adamax", (("exp_avg", "exp_inf"),), frozenset({"exp_avg", "exp_inf"})),
@@ -100,8 +102,8 @@ KNOWN_OPTIMIZERS: tuple[OptimizerStates, ...] = (
     OptimizerStates(
         "Lion",
         (("exp_avg",),),
-        frozenset({"exp_avg", _MAIN_PARAM}),
-        optional=frozenset({_MAIN_PARAM}),
+        frozenset({"exp_avg", *_MAIN_PARAMS}),
+        optional=_MAIN_PARAMS,
         bookkeeping=frozenset(),
     ),
 )
