@@ -584,9 +584,20 @@ def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[s
             and all(_is(f, 1) or _is(f, 0) for f in freq)
             else _name(freq)
         )
+        dense = (
+            f" ({[layer for layer, f in enumerate(freq) if _is(f, 0)]})"
+            if isinstance(freq, list) and shown == str(freq)
+            else ""
+        )
+        route = (  # Mixtral's transformers model has no dense layers
+            ""
+            if family == "mixtral"
+            else f"; --hf-config with a {family} config.json whose mlp_only_layers lists the"
+            f" dense layers{dense} exports it"
+        )
         raise MegatronConfigError(
             f"{where}: {where.key('moe_layer_freq')}={shown} mixes dense and MoE layers;"
-            " only every layer MoE (1) is exported"
+            f" only every layer MoE (1) is derived from the record{route}"
         )
     expert_ffn = _int(
         values,
