@@ -9,6 +9,7 @@ import re
 import click
 
 from cli.choice import Choice
+from cli.config_check_lines import config_check_lines
 from cli.dtype_choice import DtypeChoice
 from cli.errors import READ_PATH, GivenPath, json_option
 from cli.given_once import OnceCommand
@@ -223,7 +224,7 @@ def export_hf(
             bar.close()
             verify_bar.close()
 
-    with metadata_progress(not as_json):
+    with metadata_progress(not as_json), config_check_lines(not as_json):
         result = run()
     result.notes[:0] = _bare_size_notes(max_shard_size)
     echo_result(result, as_json, derived=("gb_per_s", "convert_gb_per_s", "verify_gb_per_s"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.choice import Choice
+from cli.config_check_lines import config_check_lines
 from cli.dtype_choice import DtypeChoice
 from cli.errors import READ_PATH, GivenPath, json_option
 from cli.given_once import OnceCommand
@@ -108,7 +109,10 @@ def import_hf(
     configure_threads(1)  # torch writes the checkpoint: train's choice, for one process
 
     def run():
-        with CallbackBar(enabled=not as_json, unit="tensor", desc="import") as update:
+        with (
+            config_check_lines(not as_json),
+            CallbackBar(enabled=not as_json, unit="tensor", desc="import") as update,
+        ):
             progress = (
                 (lambda tensors, total, _bytes, _total_bytes: update(tensors, total))
                 if update

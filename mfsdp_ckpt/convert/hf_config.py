@@ -13,7 +13,8 @@ import logging
 import os
 import re
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,34 @@ if TYPE_CHECKING:  # validate reads known families' config.json without transfor
 
 class HFConfigError(MfsdpUsageError, ValueError):
     """config.json is missing, unreadable, or names a model transformers cannot build."""
+
+
+# Told (config.json's location) as a block's first check through transformers begins:
+# importing it takes seconds (8-15 on 2 cores), before which a command printed nothing.
+_check_notice: ContextVar[list[Callable[[str], None]] | None] = ContextVar(
+    "config_check_notice", default=None
+)
+
+
+@contextlib.contextmanager
+def reporting_config_checks(notice: Callable[[str], None]) -> Iterator[None]:
+    """Within this block, the first config.json read through transformers (`refuse_unloadable`,
+    `load_hf_config`) calls `notice(where)` before transformers is imported, so whoever shows
+    progress (the CLI) can say what the wait is; later ones, transformers loaded, are quick
+    and say nothing. The library prints nothing itself."""
+    token = _check_notice.set([notice])
+    try:
+        yield
+    finally:
+        _check_notice.reset(token)
+
+
+def _checking(where: str | os.PathLike) -> None:
+    """Tell `reporting_config_checks`' notice, the first time in its block, that config.json
+    at `where` is about to be read through transformers."""
+    pending = _check_notice.get()
+    if pending:
+        pending.pop()(str(where))
 
 
 @dataclass(frozen=True)
@@ -127,6 +156,7 @@ def refuse_unloadable(
     device (`meta_causal_lm`). It imports transformers (seconds), so export runs it for
     --verify and validate for --deep; import-hf, which writes a checkpoint from the
     config, always."""
+    _checking(where)
     from transformers import AutoConfig
 
     with _transformers_warnings() as warned:
@@ -323,10 +353,11 @@ def load_hf_config(
     path: str | os.PathLike, root: str | os.PathLike | None = None
 ) -> PretrainedConfig:
     """A transformers config from a directory or a config.json path (local files only)."""
-    from transformers import AutoConfig
-
     config_file, data = read_config_json(path, root)
     check_geometry(data, config_file)
+    _checking(config_file)
+    from transformers import AutoConfig
+
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
@@ -382,30 +413,44 @@ def expected_weights_for(
 
 
 def weights_disagreement(
-    where: object, shapes: dict[str, tuple[int, ...]], expected: ExpectedWeights, unknown: bool
+    where: object,
+    shapes: dict[str, tuple[int, ...]],
+    expected: ExpectedWeights,
+    unknown: bool,
+    set_by: Callable[[str], str | None] | None = None,
 ) -> str | None:
     """How stored weights (`shapes`, by name) disagree with what config.json implies, as one
     line starting with `where`, or None: a tensor config.json has no place for (`unknown`:
     transformers' loader would drop it; training names it itself, trainer/model_weights.py),
     a shape config.json does not give it, a parameter no file holds (transformers would
     initialise it at random). A stranger's name is the file's own, quoted: an empty or blank
-    one shows."""
+    one shows.
+
+    `set_by` names, for a tensor's name, what other than config.json gave it its place or
+    shape (`model.overrides sets num_hidden_layers=4`), None where config.json did: a
+    value the run's overrides set is not said to be config.json's."""
     strangers = sorted(name for name in shapes if name not in expected.allowed)
     if unknown and strangers:
         return (
             f"{where}: {len(strangers)} tensor(s) unknown to {expected.model_type},"
             f" e.g. {strangers[0]!r}"
         )
+    said = set_by or (lambda _name: None)
     for name, shape in shapes.items():
         if name in expected.allowed and tuple(expected.allowed[name]) != tuple(shape):
-            return (
-                f"{where} [{name}]: shape {tuple(shape)}, but config.json says"
-                f" {tuple(expected.allowed[name])}"
+            wanted, setter = tuple(expected.allowed[name]), said(name)
+            given = (
+                f"the model has {wanted} as {setter}" if setter else f"config.json says {wanted}"
             )
+            return f"{where} [{name}]: shape {tuple(shape)}, but {given}"
     missing = sorted(set(expected.required) - set(shapes))
+    own = [name for name in missing if said(name) is None]
+    if own:
+        return f"{where}: weights lack {len(own)} tensor(s) config.json needs, e.g. {own[0]}"
     if missing:
         return (
-            f"{where}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}"
+            f"{where}: weights lack {len(missing)} tensor(s) the model needs as"
+            f" {said(missing[0])}, e.g. {missing[0]}"
         )
     return None
 

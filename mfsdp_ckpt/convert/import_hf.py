@@ -260,7 +260,7 @@ def plan_model_import(
     norms, experts = _refuse_bad_request(
         hf_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
     )
-    config, expected = _read_config(hf_dir)
+    config, expected, data = _read_config(hf_dir)
     _check_assets(hf_dir)
     try:
         source = SafetensorsSource(hf_dir)
@@ -276,6 +276,9 @@ def plan_model_import(
     geometry = Geometry.from_config(config)
     if geometry.tie_word_embeddings:
         _refuse_untied_head(source, hf_dir / HF_CONFIG_FILE)
+    # after the weights' checks, which take milliseconds: it imports transformers (seconds);
+    # before the mcore layout's, which name what its model would compute otherwise
+    refuse_unloadable(data, hf_dir / HF_CONFIG_FILE, ImportFailedError)
     try:
         if layout_name == MCORE:
             refuse_attention_window(config)
@@ -347,12 +350,13 @@ def _read_fused_experts_per_expert(source: SafetensorsSource, model_type: str) -
 
 
 def _read_config(hf_dir: Path):
-    """The model's config and the weights it implies. No config.json, or a family import
-    does not read, is the wrong dir (exit 2); one that is there but unreadable, not a
-    regular file, linked out of the model dir, not JSON or with impossible sizes is a
-    damaged model (exit 1), as a damaged weight file is; so is one transformers' config class
-    refuses (`rms_norm_eps: "1e-6"`): the checkpoint would train and export from a model
-    transformers cannot load."""
+    """The model's config, the weights it implies and config.json as read. No config.json,
+    or a family import does not read, is the wrong dir (exit 2); one that is there but
+    unreadable, not a regular file, linked out of the model dir, not JSON or with impossible
+    sizes is a damaged model (exit 1), as a damaged weight file is. One transformers' config
+    class refuses (`rms_norm_eps: "1e-6"`) is too, which `plan_model_import` says once the
+    weights are checked (the checkpoint would train and export from a model transformers
+    cannot load)."""
     config_file = hf_dir / HF_CONFIG_FILE
     if dir_entries.stat_inside(config_file, hf_dir, follow_symlinks=False) is None:
         inside = finding_runs.checkpoint_containing(hf_dir)
@@ -381,8 +385,7 @@ def _read_config(hf_dir: Path):
         config, expected = load_config(config_file), expected_weights_for(config_file)
     except HFConfigError as err:
         raise ImportFailedError(str(err)) from None
-    refuse_unloadable(data, config_file, ImportFailedError)
-    return config, expected
+    return config, expected, data
 
 
 def _check_assets(hf_dir: Path) -> None:

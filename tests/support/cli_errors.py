@@ -17,11 +17,22 @@ from cli.main import main
 # trainer/runner.py): "[sft] loading torch and transformers ...". A run that fails after
 # them still ends in one error line.
 _STARTING = re.compile(r"\[(sft|grpo)\] .+ \.\.\.")
+# What a command says as a slow phase begins, before any failure in it: a large .metadata
+# read and its checks (cli/metadata_progress.py), config.json built by transformers
+# (cli/config_check_lines.py). Each starts with its verb, so no `error: ...` line is one.
+_PHASE = re.compile(r"(reading|checking) .+ \.\.\.")
 
 
 def lines_besides_starting(stderr: str) -> list[str]:
     """`stderr`'s lines without blank ones and without the run's starting lines."""
     return [line for line in stderr.splitlines() if line.strip() and not _STARTING.fullmatch(line)]
+
+
+def without_phase_lines(output: str) -> str:
+    """`output` without the phase lines a command says as a slow phase begins (`_PHASE`),
+    for comparing everything else it printed exactly."""
+    kept = output.splitlines(keepends=True)
+    return "".join(line for line in kept if not _PHASE.fullmatch(line.rstrip("\n")))
 
 
 def error_prefixed_lines(output: str) -> list[str]:
@@ -30,13 +41,14 @@ def error_prefixed_lines(output: str) -> list[str]:
 
 
 def one_error(stderr: str, *needles: str) -> str:
-    """The single line of `stderr` besides the starting lines, which must be `error: ...`
-    holding every needle."""
-    lines = lines_besides_starting(stderr)
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    """The single line of `stderr` besides the starting lines and the phase lines said
+    before it (`_PHASE`), which must be `error: ...` holding every needle: the last line,
+    with nothing but phase lines before it."""
+    *phases, last = lines_besides_starting(stderr) or [""]
+    assert all(_PHASE.fullmatch(line) for line in phases) and last.startswith("error: "), stderr
     for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+        assert needle in last, last
+    return last
 
 
 def usage_error_line(

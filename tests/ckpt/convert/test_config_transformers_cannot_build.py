@@ -13,8 +13,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from cli.config_check_lines import checking_line
 from cli.main import app
 from mfsdp_ckpt.convert.hf_config import HFConfigError, refuse_unloadable
+from tests.support.cli_errors import one_error
 from tests.support.hf_model_files import TINY, saved_hf_model
 
 _BAD_ROPE = {"rope_parameters": {"rope_type": "linear", "factor": "x"}}
@@ -77,8 +79,8 @@ def test_export_verify_and_validate_deep_refuse_it(tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["ckpt", "export-hf", str(run), "--out", str(out), "--verify"])
     assert result.exit_code == 1, result.output
-    said = f"error: {own}: transformers cannot load it (`rope_parameters`"
-    assert result.output.startswith(said) and result.output.count("\n") == 1, result.output
+    said = one_error(result.output, f"error: {own}: transformers cannot load it (`rope_parameters`")
+    assert result.output == f"{checking_line(str(own))}\n{said}\n"  # said as the check begins
     assert not out.exists()
     found = [str(f) for f in validate_checkpoint(run, deep=True).findings if f.severity == "error"]
-    assert found == [result.output.rstrip("\n")], found  # the same line, as a finding
+    assert found == [said], found  # the same line, as a finding

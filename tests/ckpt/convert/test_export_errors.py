@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.storage.out_dir import replaceable_problem
+from tests.support.cli_errors import one_error, without_phase_lines
 from tests.support.export import save_single_process_checkpoint
 from tests.support.export_marks import marked_weights
 
@@ -37,10 +38,7 @@ def _export(*args: str):
 
 def _assert_clean_failure(result, code: int, *needles: str, out_parent=None) -> None:
     assert result.exit_code == code, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+    one_error(result.output, *needles)  # after --verify's config check line, if it came
     if out_parent is not None:
         assert [p.name for p in out_parent.iterdir()] == [], list(out_parent.iterdir())
 
@@ -303,12 +301,13 @@ def test_a_config_transformers_refuses_is_refused_by_verify_and_validate_deep(
     args = ["--out", str(tmp_path / "out" / "x"), "--hf-config", str(given), "--verify"]
     result = _export(str(run_dir), *args)
     _assert_clean_failure(result, 2, out_parent=tmp_path / "out")
-    assert result.output.startswith(
+    assert without_phase_lines(result.output).startswith(
         f"error: {given / 'config.json'}: transformers cannot load it ({says}"
     ), result.output
     report = validate_checkpoint(run_dir, deep=True, hf_config=given)
     found = [str(f) for f in report.findings if f.severity == "error"]
-    assert found == [result.output.rstrip("\n")]  # the same line, as an error finding
+    said = without_phase_lines(result.output).rstrip("\n")
+    assert found == [said]  # the same line, as an error finding
     assert validate_checkpoint(run_dir, hf_config=given).ok()  # the cheap checks: no transformers
 
 
@@ -318,7 +317,7 @@ def test_the_checkpoints_own_config_transformers_refuses_exits_1(run_dir, tmp_pa
     (tmp_path / "out").mkdir()
     result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--verify")
     _assert_clean_failure(result, 1, out_parent=tmp_path / "out")
-    assert result.output == (
+    assert without_phase_lines(result.output) == (
         f"error: {own}: transformers cannot load it"
         " (Field 'rms_norm_eps' expected float, got str (value: '1e-6'))\n"
     )
