@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,11 @@ def check_weight_files(assets: Path, config: Any, overrides: dict[str, Any]) -> 
     run's model.overrides). The files may lead anywhere: the model dir is the user's own,
     not a checkpoint handed over. ModelFilesError for a damaged file, ModelWeightsError for
     weights of another model."""
-    from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
+    from mfsdp_ckpt.convert.hf_config import (
+        read_config_json,
+        weights_disagreement,
+        weights_from_table,
+    )
     from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
     from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
     from trainer.model import ModelFilesError
@@ -65,10 +70,12 @@ def check_weight_files(assets: Path, config: Any, overrides: dict[str, Any]) -> 
         config.model_type, table, bool(settings.get("tie_word_embeddings", False))
     )
     described = "config.json with model.overrides" if overrides else "config.json"
-    own = _config_json_weights(assets, settings, overrides) if overrides else None
+    fields = read_config_json(assets)[1] if overrides else {}
+    own = _config_json_weights(settings, fields, overrides) if overrides else None
     _refuse_strangers(source, expected, config, described, own)
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
-    problem = weights_disagreement(assets, shapes, expected, unknown=False)
+    set_by = _set_by_overrides(settings, fields, overrides, expected) if overrides else None
+    problem = weights_disagreement(assets, shapes, expected, unknown=False, set_by=set_by)
     if problem:
         raise ModelWeightsError(problem)
     return source
@@ -117,21 +124,56 @@ def _refuse_strangers(
     )
 
 
+def _reverted(
+    settings: dict[str, Any], fields: dict[str, Any], keys: Collection[str]
+) -> dict[str, Any]:
+    """The run's config (`settings`, transformers' defaults filled in: a config.json may
+    leave out tie_word_embeddings or num_key_value_heads) with each of `keys` back at its
+    config.json value (`fields`), or left to the family's default where config.json has
+    none."""
+    own = {key: value for key, value in settings.items() if key not in keys}
+    own.update({key: fields[key] for key in keys if key in fields})
+    return own
+
+
 def _config_json_weights(
-    assets: Path, settings: dict[str, Any], overrides: dict[str, Any]
+    settings: dict[str, Any], fields: dict[str, Any], overrides: dict[str, Any]
 ) -> ExpectedWeights | None:
-    """The weights the model of `assets`' config.json alone holds: the run's config
-    (`settings`, transformers' defaults filled in: a config.json may leave out
-    tie_word_embeddings or num_key_value_heads) with each overridden key back at its
-    config.json value, or left to the family's default where config.json has none. None for
-    a family name_maps has no table for."""
-    from mfsdp_ckpt.convert.hf_config import read_config_json, weights_from_table
+    """The weights the model of config.json (`fields`) alone holds: the run's config with
+    every overridden key reverted (`_reverted`). None for a family name_maps has no table
+    for."""
+    from mfsdp_ckpt.convert.hf_config import weights_from_table
     from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
 
-    _, fields = read_config_json(assets)
-    own = {key: value for key, value in settings.items() if key not in overrides}
-    own.update({key: fields[key] for key in overrides if key in fields})
+    own = _reverted(settings, fields, overrides)
     table = hf_state_dict_shapes(own)
     if table is None:
         return None
     return weights_from_table(own["model_type"], table, bool(own.get("tie_word_embeddings", False)))
+
+
+def _set_by_overrides(
+    settings: dict[str, Any],
+    fields: dict[str, Any],
+    overrides: dict[str, Any],
+    expected: ExpectedWeights,
+) -> Callable[[str], str | None]:
+    """For a tensor's name, `model.overrides sets KEY=VALUE` naming each override without
+    which (`_reverted`) the run's model would give the tensor another shape or no place;
+    None where config.json's own values do. A refusal of weights that do not fit then names
+    the override, not config.json, which says otherwise."""
+    from mfsdp_ckpt.check.printable import cut_to
+    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
+
+    tables = {key: hf_state_dict_shapes(_reverted(settings, fields, [key])) for key in overrides}
+
+    def set_by(name: str) -> str | None:
+        keys = [
+            key
+            for key, table in tables.items()
+            if table is not None and table.get(name) != expected.allowed.get(name)
+        ]
+        shown = ", ".join(f"{key}={cut_to(repr(overrides[key]), 40)}" for key in keys)
+        return f"model.overrides sets {shown}" if keys else None
+
+    return set_by
