@@ -32,7 +32,7 @@ import click
 
 from cli.given_once import OnceGroup
 from cli.json_text import json_text, shown_bytes
-from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, settle
+from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, hold_signals, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
@@ -183,7 +183,7 @@ def fail(
     object. `abandon`: exit without waiting for other threads (`_exit`)."""
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
-    settle()  # from here the exit status is `code`, whatever signal comes late
+    settle(code)  # from here the exit status is `code`, whatever signal comes late
     text = printable(shown_bytes(message))
     if as_json is None:
         ctx = click.get_current_context(silent=True)
@@ -207,13 +207,43 @@ def _exit(code: int, abandon: bool = False) -> NoReturn:
     error, sometimes aborted ("terminate called without an active exception" under the
     error line, exit -6 instead of the command's code). What the user's code expects of an
     exit is still done first: its atexit hooks run and its open files are flushed
-    (`_flush_open_files`); only the interpreter's own teardown is skipped."""
+    (`_flush_open_files`); only the interpreter's own teardown is skipped. Before either,
+    in a process that ends with the command, what the user's code left running is ended
+    (`leave_nothing_running`)."""
+    if not leave_nothing_running():
+        abandon = True
     if abandon or _ends_a_process_that_trained():
         if not abandon:  # exit hooks may wait on what the user's threads never end
             atexit._run_exitfuncs()
         _flush_open_files()
         os._exit(code)
     sys.exit(code)
+
+
+def exit_leaving_nothing(code: int) -> NoReturn:
+    """Exit with `code` from a process that ends with its command, once its outcome is
+    decided, success included: what the user's code left running is ended first, and a
+    thread of its that does not end is not waited for (`_exit`). A reward module keeping a
+    pool whose workers never end, or a thread that never returns, held a finished run
+    after its last line for good."""
+    if leave_nothing_running():
+        sys.exit(code)
+    _exit(code, abandon=True)
+
+
+def leave_nothing_running() -> bool:
+    """In a process that ends with its command, whose outcome is decided: end the processes
+    the user's code left (a `multiprocessing.Pool` a reward module kept, which exit joined
+    without a bound: the run hung after its error line) and wait briefly for the threads it
+    left (`trainer.leftovers.end_leftovers`); whether the exit may join every thread left.
+    Elsewhere (a caller running commands in-process) nothing is touched: True."""
+    from cli.main import ends_with_command
+
+    if not ends_with_command():
+        return True
+    from trainer.leftovers import end_leftovers
+
+    return end_leftovers()
 
 
 def _flush_open_files() -> None:
@@ -327,10 +357,10 @@ def report_errors(
     )
     try:
         result = run()
-        settle_command()  # the command's work is done and its result printed
+        settle_command(EXIT_OK)  # the command's work is done and its result printed
         return result
-    except SystemExit:  # a command ending itself with its code
-        settle_command()
+    except SystemExit as ended:  # a command ending itself with its code
+        settle_command(ended.code if isinstance(ended.code, int) else None)
         raise
     except MfsdpError as err:
         message, code = _or_interrupted(said_by(err), err.exit_code, interrupted)
@@ -517,17 +547,16 @@ def _fail_once(
     fail(message, code, as_json, abandon=abandon)
 
 
-def settle_command() -> None:
-    """The command's outcome is decided (its result is about to be printed, or it ended):
-    `settle`, and in a rank `mfsdp train` launched, which ends with its command too but is
-    not started through `cli.main`, ignore Ctrl-C and SIGTERM as well. There a Ctrl-C to
-    the process group while the rank shut down (torch's atexit hooks take a while) raised
-    KeyboardInterrupt inside one and printed its traceback, and a SIGTERM ended a rank that
-    had finished, which torchrun then reported as a failure."""
-    settle()
-    if _in_launched_rank() and threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(number, signal.SIG_IGN)
+def settle_command(code: int | None = None) -> None:
+    """The command's outcome is decided (its result is about to be printed, or it ended with
+    `code`): `settle`, and in a rank `mfsdp train` launched, which ends with its command too
+    but is not started through `cli.main`, hold Ctrl-C and SIGTERM as well (`hold_signals`).
+    There a Ctrl-C to the process group while the rank shut down (torch's atexit hooks take
+    a while) raised KeyboardInterrupt inside one and printed its traceback, and a SIGTERM
+    ended a rank that had finished, which torchrun then reported as a failure."""
+    settle(code)
+    if _in_launched_rank():
+        hold_signals(code)
 
 
 def _ends_a_process_that_trained() -> bool:

@@ -47,7 +47,8 @@ def json_asked(args: list[str]) -> bool:
 def main() -> None:
     """Run `mfsdp` on sys.argv, SIGTERM raising `Terminated` from the start (as `cli.errors`
     has it raised while a command runs; not in a rank torchrun started, which it stops
-    with SIGTERM itself), and both signals ignored once it ended (`settle`)."""
+    with SIGTERM itself), both signals held once it ended (`settle`), and nothing the
+    user's code left running kept alive past it (`cli.errors.exit_leaving_nothing`)."""
     global _ends_with_command
     _ends_with_command = _called_as_the_program(sys._getframe(1))
     watch = (
@@ -59,15 +60,23 @@ def main() -> None:
         signal.signal(signal.SIGTERM, terminate)
     if _ends_with_command:
         guard_stderr()  # before any module takes sys.stderr (logging handlers, tqdm)
+    code: Any = None  # the exit status, once the command ended with one (not a traceback)
     try:
         _imported_app().run()
         sys.stdout.flush()  # output still buffered meets a closed pipe here, not at exit
+        code = 0
     except BrokenPipeError:
         end_on_closed_stdout()
+    except SystemExit as ended:
+        code = 0 if ended.code is None else ended.code
+        raise
     finally:
         settle()
         if watch and not _ends_with_command:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        errors = sys.modules.get("cli.errors")  # not imported: no command (nor user code) ran
+        if _ends_with_command and isinstance(code, int) and errors is not None:
+            errors.exit_leaving_nothing(code)
 
 
 # What a shell reports for a tool that SIGPIPE ended (128 + 13): the reader of its stdout went
@@ -80,7 +89,7 @@ def end_on_closed_stdout() -> NoReturn:
     end: click's own handling exited 1 with no line, so `ckpt validate RUN | true` under
     `pipefail` called a valid checkpoint invalid, and an import that was written in full
     failed. What the command did before is kept."""
-    settle()
+    settle(EXIT_CLOSED_PIPE)
     discard_stdout()
     sys.exit(EXIT_CLOSED_PIPE)
 
@@ -201,18 +210,107 @@ def command_ends_process() -> None:
     _ends_with_command = True
 
 
-def settle() -> None:
-    """The command's outcome is decided: in a process that ends with it, ignore Ctrl-C and
-    SIGTERM until the exit, so that its exit status is the command's and no line it printed
-    is contradicted. A caller running commands in-process keeps its handlers."""
+def settle(code: int | None = None) -> None:
+    """The command's outcome is decided (`code`, its exit status, where the caller knows it):
+    in a process that ends with it, a Ctrl-C or SIGTERM from now on leaves that status alone
+    (`hold_signals`). A caller running commands in-process keeps its handlers."""
     if _ends_with_command:
-        _ignore_signals()
+        hold_signals(code)
 
 
-def _ignore_signals() -> None:
+# How long the exit may still take once a Ctrl-C or SIGTERM came after the outcome was
+# decided: interpreter shutdown with torch loaded takes seconds; past this the process ends.
+LATE_SIGNAL_GRACE_S = 10.0
+
+_settled = False  # whether `hold_signals` was called in this process
+_settled_code: int | None = None  # the exit status it was told
+_forcing_exit = threading.Lock()  # taken by the first late signal: its bounded wait runs
+
+
+def hold_signals(code: int | None = None) -> None:
+    """From now until the exit, a Ctrl-C or SIGTERM neither ends the process at once nor
+    raises in it: its exit status stays the command's (`code`; a SIGTERM just after an export
+    printed its JSON ended it with -15, the export published, the script told it failed).
+    Nor is it ignored: an exit that stays stuck (user code left a process or thread that
+    never ends) ends `LATE_SIGNAL_GRACE_S` after such a signal, with that status
+    (`_late_signal`); ignored, both left the process alive for good. Processes forked
+    from here on get the default handling (`_child_of_a_settled_process`)."""
+    global _settled, _settled_code
+    _settled = True
+    if code is not None:
+        _settled_code = code
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(number, signal.SIG_IGN)
+            signal.signal(number, _late_signal)
+
+
+def _late_signal(signum: int, _frame: FrameType | None) -> None:
+    """A Ctrl-C or SIGTERM after the outcome was decided: the exit goes on, bounded by
+    `LATE_SIGNAL_GRACE_S` from the first such signal, then it is forced (`_force_exit`)."""
+    if _forcing_exit.acquire(blocking=False):
+        code = _settled_code if _settled_code is not None else 128 + signum
+        threading.Thread(target=_force_exit, args=(code,), daemon=True).start()
+
+
+def _force_exit(code: int) -> NoReturn:
+    """End the process with `code` once `LATE_SIGNAL_GRACE_S` passed: what it still waits for
+    at exit (a process or thread the user's code left) is left, what was written is flushed."""
+    threading.Event().wait(LATE_SIGNAL_GRACE_S)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+_HELD = {signal.SIGINT, signal.SIGTERM}
+_mask_before_fork = threading.local()  # the forking thread's signal mask, while it forks
+
+
+def _before_fork() -> None:
+    """After `hold_signals`, block Ctrl-C and SIGTERM while a process is forked: one that
+    reached the child before `_child_of_a_settled_process` ran there was handled as the
+    parent's exit (`_late_signal`), and the child then exited as the command would."""
+    if _settled:
+        _mask_before_fork.held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+
+
+def _after_fork_in_parent() -> None:
+    held = getattr(_mask_before_fork, "held", None)
+    if held is not None:
+        _mask_before_fork.held = None
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _child_of_a_settled_process() -> None:
+    """In a process forked after `hold_signals` (a pool the user's code keeps re-forks its
+    workers): Ctrl-C and SIGTERM handled as Python does by default, not as this command's
+    exit is, once they are unblocked (`_before_fork`); one sent meanwhile comes then.
+    Ignored there (as the exit once ignored them), `Pool.terminate()` at exit could not
+    end such a worker and the run never exited."""
+    global _settled, _settled_code, _ends_with_command
+    held = getattr(_mask_before_fork, "held", None)
+    if not _settled or held is None:
+        return
+    _settled, _settled_code, _ends_with_command = False, None, False
+    defaults: dict[int, Any] = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGTERM: signal.SIG_DFL,
+    }
+    for number, default in defaults.items():
+        with contextlib.suppress(ValueError):  # forked off a thread Python cannot set it from
+            if signal.getsignal(number) in (_late_signal, signal.SIG_IGN):
+                signal.signal(number, default)
+    if _forcing_exit.locked():
+        _forcing_exit.release()
+    _mask_before_fork.held = None
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_child_of_a_settled_process,
+)
 
 
 def _imported_app() -> ModuleType:
@@ -227,12 +325,12 @@ def _imported_app() -> ModuleType:
 def _stopped(by_sigterm: bool) -> NoReturn:
     """End as `cli.errors` ends a command a signal stopped (nothing of it is imported yet):
     `error: interrupted` on stderr, with --json also the JSON object on stdout."""
-    _ignore_signals()  # a second one must not cut the lines
     message, code = (
         ("SIGTERM: interrupted", EXIT_TERMINATED)
         if by_sigterm
         else ("interrupted", EXIT_INTERRUPTED)
     )
+    hold_signals(code)  # a second one must not cut the lines
     if json_asked(sys.argv[1:]):
         from cli.json_text import json_text
 

@@ -23,7 +23,6 @@ import os
 import signal
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from trainer.leftovers import end_processes, processes_alive
 
 
 class RewardError(MfsdpUsageError, ValueError):
@@ -145,30 +145,12 @@ def threads_started_since(before: set[threading.Thread]) -> list[threading.Threa
     return [thread for thread in threading.enumerate() if thread not in before]
 
 
-# How long a process the user's code left running has to end on SIGTERM before SIGKILL
-PROCESS_GRACE_S = 1.0
-
-
-def processes_alive() -> set[multiprocessing.process.BaseProcess]:
-    """The `multiprocessing` processes this process started that are running now."""
-    return set(multiprocessing.active_children())
-
-
 def end_processes_started_since(before: set[multiprocessing.process.BaseProcess]) -> None:
     """End the `multiprocessing` processes started since `before` that still run (a reward
-    function waiting on its checker's process when its call failed or was stopped):
-    multiprocessing joins every one at exit, and the run hung after its error line for as
-    long as the process ran. SIGTERM, then SIGKILL for one still running `PROCESS_GRACE_S`
-    later."""
-    left = processes_alive() - before
-    for process in left:
-        process.terminate()
-    deadline = time.monotonic() + PROCESS_GRACE_S
-    for process in left:
-        process.join(max(deadline - time.monotonic(), 0.0))
-        if process.is_alive():
-            process.kill()
-            process.join(PROCESS_GRACE_S)
+    function waiting on its checker's process when its call failed or was stopped), and a
+    pool they work for (`leftovers.end_processes`): multiprocessing joins every one at exit,
+    and the run hung after its error line for as long as the process ran."""
+    end_processes(processes_alive() - before)
 
 
 # The SIGTERM handler of the command while the user's code runs (mfsdp's own: it raises
@@ -177,11 +159,13 @@ _command_sigterm: Any = None
 
 
 def _default_sigterm_in_user_child() -> None:
-    """In a process the user's code forked: SIGTERM's default action back, in place of the
-    command's handler it inherited, so that SIGTERM ends it quietly (the handler's exception
-    printed a traceback from a checker's process that was only being ended). A handler the
-    user's code installed stays."""
-    if _users and callable(_command_sigterm):
+    """In a process the user's code forked, during a call or from a thread it left running
+    (a pool it keeps re-forks its workers there): SIGTERM's default action back, in place of
+    the command's handler it inherited, so that SIGTERM ends it quietly (the handler's
+    exception printed a traceback from a checker's process that was only being ended). A
+    handler the user's code installed stays."""
+    by_user = _users or threading.current_thread() in _user_threads
+    if by_user and callable(_command_sigterm):
         with contextlib.suppress(ValueError):  # forked off another thread: none to change
             if signal.getsignal(signal.SIGTERM) is _command_sigterm:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
