@@ -586,7 +586,7 @@ def _refuse_worker_by_version(raw_key: str, value: Any, given: dict[str, Any]) -
 
 def _refuse_verl_only_value(raw_key: str, key: str, value: Any) -> None:
     """A value verl takes that the key it sets here does not (`trainer.logger=[file]`,
-    `loss_agg_mode=token-sum`): refused by name, as the loader's enum error failed the whole
+    `kl_loss_type=full`): refused by name, as the loader's enum error failed the whole
     conversion."""
     why = verl_only_value(key, value)
     if why is not None:

@@ -25,7 +25,6 @@ from decimal import Decimal
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer.grpo.aggregation import LOSS_AGG_MODES
 from trainer.verl_inert_keys import INERT_KEYS, PAD_MODE, PADDING
 from trainer.verl_off_keys import HF_MODELS, MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 
@@ -805,22 +804,9 @@ VERL_ONLY_VALUES: dict[str, dict[str, str]] = {
         ),
     },
     "trainer.device": {"npu": "devices here are cuda and cpu (trainer.device)"},
-    # verl/trainer/ppo/core_algos.py agg_loss
-    ACTOR + "loss_agg_mode": {
-        "token-sum": (
-            "the token losses summed over the whole batch, unnormalised, is not available here;"
-            f" loss_agg_mode here is {', '.join(LOSS_AGG_MODES[:-1])} or {LOSS_AGG_MODES[-1]}"
-        )
-    },
-    # verl/trainer/ppo/core_algos.py kl_penalty: `+` takes k2's gradient with the named
-    # estimator's value (straight-through); full needs the whole vocabulary's log-probs
-    ACTOR + "kl_loss_type": {
-        **{
-            f"{name}+": "the straight-through (+) KL estimators are not available here"
-            for name in ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
-        },
-        "full": "the full-vocabulary KL is not available here",
-    },
+    # verl/trainer/ppo/core_algos.py kl_penalty: full needs the whole vocabulary's log-probs
+    # (its `+` forms carry over: trainer/grpo/kl.py)
+    ACTOR + "kl_loss_type": {"full": "the full-vocabulary KL is not available here"},
 }
 
 

@@ -24,6 +24,7 @@ MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
     "mode, expected",
     [
         ("token-mean", 17 / 5),  # (1+2+3+5+6) / 5 tokens
+        ("token-sum", 1 + 2 + 3 + 5 + 6),  # unnormalized
         ("seq-mean-token-sum", (6 + 11) / 2),
         ("seq-mean-token-mean", (6 / 3 + 11 / 2) / 2),
         ("seq-mean-token-sum-norm", (6 + 11) / 2 / 4),  # seq-mean-token-sum over L = width 4
@@ -42,7 +43,7 @@ def test_sum_norm_uses_configured_length():
 
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError, match="loss_agg_mode"):
-        aggregate(LOSS, MASK, "token-sum")
+        aggregate(LOSS, MASK, "seq-sum")
 
 
 def test_masked_mean():
@@ -80,6 +81,8 @@ def _verl_agg_loss(loss, mask, mode, scale_factor=None):
     mask = mask.float()
     if mode == "token-mean":
         return (loss * mask).sum() / mask.sum()
+    if mode == "token-sum":
+        return (loss * mask).sum()
     seq_losses = torch.sum(loss * mask, dim=-1)
     if mode == "seq-mean-token-sum-norm":
         return torch.sum(seq_losses) / (scale_factor or mask.shape[-1])

@@ -31,9 +31,9 @@ def test_every_mode_the_config_takes_is_one_aggregate_computes(mode):
 
 def test_a_mode_aggregate_lacks_is_refused_by_the_config():
     with pytest.raises(ConfigError, match="loss_agg_mode"):
-        load_config(GRPOConfig, None, ["actor.loss_agg_mode=token-sum"])
-    with pytest.raises(ValueError, match="token-sum"):
-        aggregate(torch.ones(1, 1), torch.ones(1, 1), "token-sum")
+        load_config(GRPOConfig, None, ["actor.loss_agg_mode=seq-sum"])
+    with pytest.raises(ValueError, match="seq-sum"):
+        aggregate(torch.ones(1, 1), torch.ones(1, 1), "seq-sum")
 
 
 def test_the_config_reads_the_modes_without_loading_torch():

@@ -12,6 +12,9 @@ gradient reduction averages over ranks. Summing the micro-batch losses (backward
 gives exactly the global loss.
 For N_tok response tokens and N_seq responses in the global mini-batch:
   token-mean               sum_i sum_t l_it / N_tok
+  token-sum                sum_i sum_t l_it, unnormalized (verl-project/verl 1dda039's
+                           `agg_loss`: each rank's token sum times the data-parallel size,
+                           so that the ranks' averaged gradient is the global sum's)
   seq-mean-token-sum       sum_i (sum_t l_it) / N_seq
   seq-mean-token-mean      sum_i (sum_t l_it / n_i) / N_seq
   seq-mean-token-sum-norm  sum_i (sum_t l_it / L) / N_seq, L a constant (the max response
@@ -44,7 +47,11 @@ if TYPE_CHECKING:  # torch is imported where it is used: grpo/config.py reads th
 
 # The one list of each: config validation reads the Literals, `aggregate` the tuple.
 LossAggMode = Literal[
-    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
 ]
 LossNormalization = Literal["global", "micro_batch"]
 LOSS_AGG_MODES: tuple[LossAggMode, ...] = get_args(LossAggMode)
@@ -64,8 +71,10 @@ class LossScale:
 
     @classmethod
     def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> LossScale:
-        """The batch is all there is: one micro-batch, one rank (verl's `agg_loss`)."""
-        return cls.of([mask], norm_length=norm_length, group=None)
+        """The batch is all there is: one micro-batch, one rank (verl's `agg_loss` without
+        global batch info), a process group or not: summed over ranks, the counts doubled
+        on 2 ranks and so did the data-parallel factor, which token-sum does not divide out."""
+        return cls.of([mask], norm_length=norm_length, distributed=False)
 
     @classmethod
     def of(
@@ -143,6 +152,8 @@ def _global_share(
     docstring, `global`), from its responses' token sums and lengths."""
     if mode == "token-mean":
         total, count = token_sums.sum(), scale.tokens
+    elif mode == "token-sum":
+        total, count = token_sums.sum(), 1.0
     elif mode == "seq-mean-token-sum":
         total, count = token_sums.sum(), scale.sequences
     elif mode == "seq-mean-token-sum-norm":

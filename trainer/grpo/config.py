@@ -27,6 +27,7 @@ from trainer.config import (
     UnitPositive,
 )
 from trainer.grpo.aggregation import LossAggMode, LossNormalization
+from trainer.grpo.kl import KlLossType
 
 AboveOne = Annotated[float, Range("> 1", lambda v: v > 1)]
 # the ratio is clipped to [1 - low, 1 + high]: at low >= 1 the lower bound is 0 or below, under
@@ -79,7 +80,7 @@ class ActorConfig:
     loss_normalization: LossNormalization = "global"
     use_kl_loss: bool = True
     kl_loss_coef: NonNegative[float] = 0.001
-    kl_loss_type: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
+    kl_loss_type: KlLossType = "low_var_kl"  # kl.py; a `+` form: k2's gradient (verl's)
     entropy_coeff: float = 0.0
 
 
