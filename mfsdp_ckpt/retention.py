@@ -17,28 +17,29 @@ A step is removed crash-safely: first renamed out of the step names, in one `ren
 `.global_step_N.removing-<pid>` beside it, then deleted. A kill partway through the delete
 (rmtree goes entry by entry, in the order the file system lists them) left a `global_step_N` without
 manifest that no prune counted and no command named, on a real model gigabytes of it; now
-it leaves a hidden leftover, which the next save's prune deletes (`removal_leftovers`) and
-`mfsdp ckpt validate` names. Such a manifest-less `global_step_N` that a kill left before
-this, older than every step `keep_last` keeps, is deleted too: no save writes under a step's
-own name (a save writes `global_step_N.tmp`, and renames it once its manifest is written),
-and the run holds the run dir's lock, so no other run is writing it.
+it leaves a hidden leftover, which the next save's prune deletes. Such a manifest-less
+`global_step_N` that a kill left before this, older than every step `keep_last` keeps, is
+deleted too: no save writes under a step's own name (a save writes `global_step_N.tmp`, and
+renames it once its manifest is written), and the run holds the run dir's lock, so no other
+run is writing it. Both may hold what the user meant to keep, so `mfsdp ckpt validate` and
+`inspect` warn of them beforehand (`doomed_entries`) and the prune names each it deletes.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.left_step_names import REMOVING_STEP_RE, REMOVING_TAG
 from mfsdp_ckpt.kill_points import maybe_die
 
-REMOVING_TAG = ".removing-"  # `.global_step_N.removing-<pid>`: a step being deleted
-_REMOVING_RE = re.compile(
-    rf"^\.{re.escape(layout.STEP_DIR_PREFIX)}[0-9]+{re.escape(REMOVING_TAG)}[0-9]+$"
-)
 PRUNING_RANK = 0  # the rank that commits a save prunes after it (checkpointer.py)
+_LEFTOVER = "an old step whose removal (checkpoint.keep_last) was stopped, not a checkpoint"
+_NO_MANIFEST = f"a step dir without {layout.MANIFEST_FILE}, so no complete step"
+_DELETED_BY = "the next save of this run with checkpoint.keep_last deletes it"
 
 
 def prune_steps(run_dir: Path, newest: int, keep_last: int | None) -> list[str]:
@@ -47,40 +48,30 @@ def prune_steps(run_dir: Path, newest: int, keep_last: int | None) -> list[str]:
     `keep_last`, the complete steps older than the newest `keep_last` ones (never `newest`
     itself, which a run resumed from an earlier step saves below newer ones). Returns one
     warning line for each entry that could not be removed (or for the run dir, when it
-    cannot be listed)."""
+    cannot be listed), and one naming each dir removed that was no complete step of the
+    run (a stopped removal's leftover, a step dir without manifest): those may hold what
+    the user meant to keep, so the user is told what went."""
     try:
-        with os.scandir(run_dir) as listing:
-            entries = [entry for entry in listing if not entry.is_symlink()]
+        scan = _scan(run_dir)
     except OSError as err:
         return [_not_pruned(run_dir, err, newest)]
-    stale: list[Path] = []  # what goes first: unfinished saves and removals
-    complete: list[tuple[int, Path]] = []
-    partial: list[tuple[int, Path]] = []  # `global_step_N` without manifest
-    for entry in entries:
-        if not entry.is_dir(follow_symlinks=False):
-            continue
-        if entry.name.endswith(layout.TMP_STEP_SUFFIX):
-            step = layout.parse_step_dir_name(entry.name[: -len(layout.TMP_STEP_SUFFIX)])
-            if step is not None and step < newest:
-                stale.append(Path(entry.path))
-            continue
-        if _REMOVING_RE.match(entry.name):
-            stale.append(Path(entry.path))
-            continue
-        step = layout.parse_step_dir_name(entry.name)
-        if step is not None:
-            (complete if _has_manifest(Path(entry.path)) else partial).append(
-                (step, Path(entry.path))
-            )
     removed: list[Path] = []  # steps: renamed out of the step names first
+    partial: list[Path] = []
     if keep_last is not None:
-        complete.sort()
+        complete = sorted(scan.complete)
         cut = max(0, len(complete) - keep_last)
         removed += [path for step, path in complete[:cut] if step != newest]
         oldest_kept = min([newest, *(step for step, _ in complete[cut:])])
-        removed += [path for step, path in partial if step < oldest_kept]
-    warnings = [line for path in stale if (line := _removed(path, newest)) is not None]
-    for path in removed:
+        partial = [path for step, path in scan.partial if step < oldest_kept]
+    warnings = [
+        line for step, path in scan.saving if step < newest and (line := _removed(path, newest))
+    ]
+    for path in scan.leftovers:
+        line = _removed(path, newest)
+        warnings.append(
+            _removed_line(path, "an old step whose removal was stopped") if line is None else line
+        )
+    for path in removed + partial:
         try:
             aside = _moved_out(path)
         except FileNotFoundError:  # removed meanwhile (by the user)
@@ -90,29 +81,77 @@ def prune_steps(run_dir: Path, newest: int, keep_last: int | None) -> list[str]:
             continue
         maybe_die("mid_prune", newest, PRUNING_RANK)
         line = _removed(aside, newest)
+        if line is None and path in partial:
+            line = _removed_line(path, _NO_MANIFEST)
         if line is not None:
             warnings.append(line)
     return warnings
 
 
-def removal_leftovers(run_dir: Path) -> list[Path]:
-    """The steps in `run_dir` whose removal (`prune_steps`) was stopped after their rename
-    (a kill, a power cut), by name; none when it cannot be listed. The next save removes
-    them; until then they take the disk space of the steps they were."""
+def doomed_entries(run_dir: Path) -> list[tuple[Path, str]]:
+    """What later saves of the run in `run_dir` delete that is no complete step of it, each
+    as (where, what it is and when it goes): the leftovers of stopped removals
+    (said once, of the first) and each step dir without manifest older than the
+    newest complete step, which a save with `keep_last` deletes once it is older than every
+    step kept. `mfsdp ckpt validate` and `inspect` warn of them before a save deletes them;
+    none when the run dir cannot be listed."""
     try:
-        with os.scandir(run_dir) as listing:
-            return sorted(Path(entry.path) for entry in listing if _REMOVING_RE.match(entry.name))
+        scan = _scan(run_dir)
     except OSError:
         return []
+    leftovers = sorted(scan.leftovers)
+    found = [(leftovers[0], _leftover_note(leftovers))] if leftovers else []
+    steps = sorted(step for step, _ in scan.complete)
+    for step, path in sorted(scan.partial):
+        if steps and step < steps[-1]:
+            when = "" if step < steps[0] else " once every step it keeps is newer"
+            found.append((path, f"{_NO_MANIFEST}: {_DELETED_BY}{when}; move it away to keep it"))
+    return found
 
 
-def leftover_note(leftovers: list[Path]) -> str:
-    """What `removal_leftovers` found, said of the first of them (the warning names it)."""
+@dataclass
+class _Scan:
+    """What a prune sees in a run dir, symlinks never followed nor counted (a linked step
+    is the user's): the temp dirs of unfinished saves, (step, dir); the leftovers of
+    stopped removals; the complete steps, (step, dir) with a manifest; and the partial
+    ones, `global_step_N` without."""
+
+    saving: list[tuple[int, Path]] = field(default_factory=list)
+    leftovers: list[Path] = field(default_factory=list)
+    complete: list[tuple[int, Path]] = field(default_factory=list)
+    partial: list[tuple[int, Path]] = field(default_factory=list)
+
+
+def _scan(run_dir: Path) -> _Scan:
+    """`_Scan` of `run_dir`; OSError when it cannot be listed."""
+    with os.scandir(run_dir) as listing:
+        entries = [entry for entry in listing if not entry.is_symlink()]
+    scan = _Scan()
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        if entry.name.endswith(layout.TMP_STEP_SUFFIX):
+            step = layout.parse_step_dir_name(entry.name[: -len(layout.TMP_STEP_SUFFIX)])
+            if step is not None:
+                scan.saving.append((step, path))
+        elif REMOVING_STEP_RE.match(entry.name):
+            scan.leftovers.append(path)
+        elif (step := layout.parse_step_dir_name(entry.name)) is not None:
+            (scan.complete if _has_manifest(path) else scan.partial).append((step, path))
+    return scan
+
+
+def _leftover_note(leftovers: list[Path]) -> str:
+    """What `doomed_entries` says of the leftovers of stopped removals, said of the first
+    of them (the warning names it)."""
     more = f" ({len(leftovers) - 1} more like it beside it)" if len(leftovers) > 1 else ""
-    return (
-        "an old step whose removal (checkpoint.keep_last) was stopped, not a checkpoint"
-        f"{more}: the next save of this run removes it, or remove it by hand"
-    )
+    return f"{_LEFTOVER}{more}: the next save of this run removes it, or remove it by hand"
+
+
+def _removed_line(path: Path, what: str) -> str:
+    """The line naming a dir a prune deleted that was no complete step of the run."""
+    return f"warning: {path}: removed by checkpoint.keep_last ({what})"
 
 
 def _removed(path: Path, newest: int) -> str | None:

@@ -45,6 +45,7 @@ from mfsdp_ckpt.format.layout import (
     ForeignFormatError,
     looks_like_hf_model,
 )
+from mfsdp_ckpt.format.left_step_names import LeftStepError
 from mfsdp_ckpt.format.path_refusals import refuse_url
 from trainer.config import ConfigError, ModelConfig
 from trainer.env_ints import process_rank
@@ -156,6 +157,8 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     try:  # config.json without weights may still be a checkpoint: the HF Trainer's checkpoint-N
         checkpoint = resolve_checkpoint(path)
     except CheckpointPathError as err:
+        if isinstance(err, LeftStepError):
+            raise ConfigError(f"model.path: {err}") from None
         if os.path.lexists(config_file):  # before a hint to train from it or to import it
             _refuse_unreadable_config(path)
         if isinstance(err, ForeignFormatError) and not has_config:

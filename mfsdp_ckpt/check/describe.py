@@ -29,7 +29,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
-from mfsdp_ckpt.retention import leftover_note, removal_leftovers
+from mfsdp_ckpt.retention import doomed_entries
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry, TensorEntry
 
@@ -251,13 +251,15 @@ def verl_dataloader_state(paths: layout.CheckpointPaths) -> list[Path]:
 
 def run_warnings(paths: layout.CheckpointPaths) -> list[dict[str, str]]:
     """What validate warns of in the run the step was read from, as its findings say it
-    (where, message): an old step whose removal by `checkpoint.keep_last` was stopped
-    (`retention.removal_leftovers`), hidden beside the steps and holding a step's gigabytes.
-    Empty when no run dir was read (a step dir or a bare DCP dir was given)."""
-    leftovers = removal_leftovers(paths.run_dir) if paths.run_dir is not None else []
-    if not leftovers:
+    (where, message): what a later save's `checkpoint.keep_last` deletes that is no
+    complete step (`retention.doomed_entries`): an old step whose removal was stopped,
+    hidden beside the steps and holding a step's gigabytes, and a step dir without
+    manifest. Empty when no run dir was read (a step dir or a bare DCP dir was given)."""
+    if paths.run_dir is None:
         return []
-    return [{"where": str(leftovers[0]), "message": leftover_note(leftovers)}]
+    return [
+        {"where": str(where), "message": doomed} for where, doomed in doomed_entries(paths.run_dir)
+    ]
 
 
 @describes_checkpoint(records_unread)  # a step keep_last removes meanwhile is said to be so

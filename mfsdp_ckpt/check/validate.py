@@ -60,7 +60,7 @@ from mfsdp_ckpt.format.file_hash import ByteProgress, rehash_like
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.verl_contents import VerlContentsError
 from mfsdp_ckpt.lora import check_base_model
-from mfsdp_ckpt.retention import leftover_note, removal_leftovers
+from mfsdp_ckpt.retention import doomed_entries
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
@@ -313,9 +313,8 @@ def _resolve(
             report.add_error(tracker, err)
             step = None
         steps = run_steps.list_complete_steps(given)
-        leftovers = removal_leftovers(given)
-        if leftovers:
-            report.add(WARNING, leftovers[0], leftover_note(leftovers))
+        for where, doomed in doomed_entries(given):
+            report.add(WARNING, where, doomed)
         if step is not None and step not in steps:
             refuse_if_moved_on(given, step)
             report.add(ERROR, tracker, _tracked_step_not_complete(given, step))

@@ -59,13 +59,13 @@ from mfsdp_ckpt.format.layout import (
     parse_step_dir_name,
     step_dir,
 )
+from mfsdp_ckpt.format.left_step_names import refuse_left_step
 from mfsdp_ckpt.format.newer_steps import newer_than_tracked
 from mfsdp_ckpt.format.path_refusals import (
     check_is_dir,
     missing_dcp,
     not_a_checkpoint,
     refuse_pieces_linked_out,
-    refuse_unfinished_save,
     refuse_url,
 )
 from mfsdp_ckpt.format.run_steps import (
@@ -141,7 +141,7 @@ def resolve_checkpoint(
         return resolved[key]
     given = _with_real_names(Path(path))
     check_is_dir(given)
-    refuse_unfinished_save(given)
+    refuse_left_step(given)
     paths = _resolve_dir(given, role, _depth)
     refuse_pieces_linked_out(given, paths)
     if role is not None and paths.role is None:

@@ -32,7 +32,6 @@ from mfsdp_ckpt.format.layout import (
     RUN_CONFIG_FILE,
     RUN_METRICS_FILE,
     STEP_DIR_PREFIX,
-    TMP_STEP_RE,
     TRACKER_FILE,
     VERL_CONTENTS_FILE,
     VERL_MODEL_DIR,
@@ -184,19 +183,6 @@ def _meant(given: Path) -> str:
     if parse_step_dir_name(given.name) is not None and given.parent.is_dir():
         hint += steps_here(given.parent)
     return hint
-
-
-def refuse_unfinished_save(given: Path) -> None:
-    """`global_step_N.tmp/` is a save still running or one that was interrupted: never a
-    checkpoint to read, though the files in it may look whole (no manifest says so yet)."""
-    for level in (given, given.parent):  # the temp step dir, or its dist_ckpt/
-        match = TMP_STEP_RE.match(level.name)
-        if match:
-            raise CheckpointPathError(
-                f"{given}: an unfinished save of step {match.group(1)} (renamed to "
-                f"{STEP_DIR_PREFIX}{match.group(1)}/ only once complete); give the run dir "
-                f"{level.parent}"
-            )
 
 
 def not_a_checkpoint(given: Path) -> CheckpointPathError:
