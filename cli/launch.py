@@ -17,10 +17,10 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,13 +37,17 @@ from cli.errors import (
 from cli.launch_flags import check_launch
 from cli.main import settle
 from cli.missing_path import missing_line, refuse_missing
-from cli.run_report import FinalValue, interrupted_run, report_run
+from cli.result_said import expect_result, result_said
+from cli.run_report import Reported, final_values, interrupted_run, report_run
 from cli.stop import EXIT_INTERRUPTED
-from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.printable import first_of, printable
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer.env_ints import env_int, joins_a_group, process_rank
 from trainer.threads import CPU_RANKS_RULE
+
+if TYPE_CHECKING:
+    from trainer.finished_run import FinishedRun
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
@@ -166,6 +170,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
         check_torch_env_dirs,
         check_writable_dir,
     )
+    from trainer.lora_adapter_config import check_adapter_config
     from trainer.metrics import require_trackers
     from trainer.model_code import check_model_files
     from trainer.model_source import note_unread_shape, resolve_model_source
@@ -180,6 +185,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     note_unread_shape(cfg.model)
     check_local_paths(cfg)  # and so does every other path key
     check_model_files(cfg.model, source)  # model files that would run code or unpickle
+    check_adapter_config(cfg.model)  # adapter_config.json, as each rank reads it
     check_run_dir_is_its_own(cfg.trainer.run_dir)
     check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
@@ -325,14 +331,18 @@ def start(
     as_json: bool,
     overrides: list[str],
     logged_before: int = 0,
-) -> None:
+) -> FinishedRun | None:
     """Check the data files (the launch flags were, by `check_launch`) and, when launching,
     that this machine can run the ranks (`check_local_ranks`), choose CPU threads, then
     return when this process should train; when it should launch ranks instead, run
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
-    a signal that stopped them ends it with the interrupted line)."""
+    a signal that stopped them ends it with the interrupted line). A rerun of a run that
+    finished with these settings says so and returns that run (`finished_run`) before
+    torch loads or any rank starts; its result is then reported as the run's was."""
+    from trainer.finished_run import finished_run
     from trainer.local_ranks import check_local_ranks
     from trainer.prerequisites import check_prerequisites
+    from trainer.resume import nothing_left_line
     from trainer.threads import configure_threads
 
     # Not in a rank torchrun started (it sets TORCHELASTIC_RUN_ID beside RANK): RANK and
@@ -349,6 +359,13 @@ def start(
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
     local_ranks = launch.nproc_per_node if launching else env_int("LOCAL_WORLD_SIZE", 1, minimum=1)
     configure_threads(local_ranks)
+    alone = not (os.environ.get("TORCHELASTIC_RUN_ID") or joins_a_group() or launch.multi_node)
+    finished = finished_run(subcommand, cfg) if alone else None
+    if finished is not None:
+        total = cfg.trainer.total_steps
+        left = nothing_left_line(finished.last_checkpoint, finished.final_step, cfg, total)
+        print(printable(f"[{subcommand}] {left}"), file=sys.stderr)
+        return finished
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
@@ -361,6 +378,7 @@ def start(
     _quiet_library_bars(cfg)
     if process_rank() == 0:
         say_starting(subcommand, "loading torch and transformers")
+    return None
 
 
 def _ranks_import_this_code() -> None:
@@ -427,11 +445,13 @@ def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> Ra
     -INT` of this process alone (a supervisor, `timeout -s INT`) reached nothing else, and the
     ranks trained on. Wait while they stop (a rank mid-save leaves only its temporary
     directory), then say so once (the ranks stay quiet, `report_errors`), unless they had
-    finished the run (torchrun exits 0 once rank 0 printed the result, `cli.result_said`,
-    whatever signal stopped it or the ranks afterwards); a second Ctrl-C stops waiting. With
-    `ends_command` (`mfsdp train`: the ranks' result is the command's) a signal this process
-    got once the run ended is spent; otherwise (the demo, which goes on) it stops the
-    command still. torchrun, and through it every rank, gets SIGTERM should this process die
+    finished the run; a second Ctrl-C stops waiting. With `ends_command` (`mfsdp train`: the
+    ranks' result is the command's) the run is finished once rank 0 printed the result (it
+    marks the file named here, `cli.result_said`): from then on the code is 0, whatever
+    signal came or however torchrun ended, and a signal that came as torchrun exited, before
+    the outcome was settled here, is spent (it ended the command with 143 after the result);
+    otherwise (the demo, which goes on) a signal stops the command still. torchrun, and
+    through it every rank, gets SIGTERM should this process die
     first (`kill -9` of it); this thread waits on it, so the signal, which follows the thread
     that started the child, comes at no other time."""
     from cli.torchrun import LAUNCH_ID, STOPPED_BY, await_run_processes, dies_with_parent
@@ -443,22 +463,32 @@ def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> Ra
     launch_id = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="mfsdp_launch_") as folder:
         told = os.path.join(folder, "stopped_by")
-        popen["env"] = {**(popen.get("env") or os.environ), LAUNCH_ID: launch_id, STOPPED_BY: told}
+        env = {**(popen.get("env") or os.environ), LAUNCH_ID: launch_id, STOPPED_BY: told}
+        expect_result(folder, env)
+        popen["env"] = env
         popen.setdefault("stdin", subprocess.DEVNULL)  # no rank may wait on input (`no_input`)
         child = subprocess.Popen(command, **popen)
         try:
-            code = child.wait()
-        except KeyboardInterrupt as err:
+            code = _settled(child.wait(), env, ends_command)
+        except KeyboardInterrupt as err:  # during the wait, or as it returned (torchrun ended)
             code = _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
-            if code != 0 or not ends_command:
+            if not ends_command or _settled(code, env, ends_command) != 0:
                 raise
+            code = 0
         finally:
             if child.returncode is not None and child.returncode < 0:  # killed: its ranks were
                 await_run_processes(launch_id, ORPHANS_GRACE_SECONDS)  # not stopped nor waited for
         stopped_by = _told(told)
-    if code == 0 and ends_command:
-        settle()  # the run ended as its ranks said
     return RanksEnded(code, stopped_by)
+
+
+def _settled(code: int, env: dict[str, str], ends_command: bool) -> int:
+    """The command's code for torchrun's exit `code`: 0 once rank 0 printed the result (with
+    `ends_command`), when the outcome is settled (`settle`), else `code`."""
+    if ends_command and (code == 0 or result_said(env)):
+        settle(0)  # the run ended as its ranks said
+        return 0
+    return code
 
 
 def _told(path: str) -> str | None:
@@ -527,11 +557,13 @@ def run_command(
     overrides: tuple[str, ...],
     launch: dict[str, Any],
     as_json: bool,
-    train: Callable[[Any], tuple[Any, list[FinalValue]]],
+    train: Callable[[Any], Any],
+    reported: Sequence[Reported],
 ) -> None:
     """The body of every train command, so they start and report alike: check the config
-    (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result
-    and the values to report, which `report_run` prints."""
+    (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result,
+    which `report_run` prints with its `reported` values; a finished run found before
+    (`start`) is reported so without training."""
     from cli.torchrun import die_with_torchrun
     from trainer.metrics import metrics_size
 
@@ -544,10 +576,11 @@ def run_command(
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
     with one_run_at_a_time(cfg.trainer.run_dir, flags):
-        start(subcommand, cfg, flags, config_path, as_json, list(overrides), logged_before)
-        with no_input():
-            result, finals = train(cfg)
-    report_run(subcommand, result, as_json, finals)
+        result = start(subcommand, cfg, flags, config_path, as_json, list(overrides), logged_before)
+        if result is None:
+            with no_input():
+                result = train(cfg)
+    report_run(subcommand, result, as_json, final_values(result, reported))
 
 
 @contextlib.contextmanager

@@ -358,4 +358,6 @@ def __getattr__(name: str) -> Any:
 
 
 if __name__ == "__main__":  # `python -m cli.main ...` ran nothing and exited 0
+    # one module, not two: `settle`, imported by cli.launch, must set this run's state
+    sys.modules.setdefault("cli.main", sys.modules[__name__])
     main()

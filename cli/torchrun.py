@@ -60,8 +60,8 @@ from cli.errors import (
     SAID,
 )
 from cli.json_text import json_text
-from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr
-from cli.result_said import expect_result, result_said
+from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr, hold_signals
+from cli.result_said import RESULT_SAID, expect_result, result_said
 from cli.std_streams import ensure_standard_streams
 from cli.verbosity import LEVEL_VARIABLE
 from mfsdp_ckpt.check.printable import cut_to, printable
@@ -374,7 +374,8 @@ def main(argv: list[str]) -> int:
     _stop_once()
     os.environ[TORCHRUN_PID] = str(os.getpid())  # the ranks inherit it (`die_with_torchrun`)
     log_dir = tempfile.mkdtemp(prefix="mfsdp_torchrun_")
-    expect_result(log_dir)  # rank 0 leaves a file there once it printed the run's result
+    if RESULT_SAID not in os.environ:  # the launching mfsdp's is kept: it tells both
+        expect_result(log_dir)  # rank 0 leaves a file there once it printed the run's result
     os.environ[INTERRUPTED_RANKS] = os.path.join(log_dir, "interrupted")  # and a SIGINT's mark
     os.mkdir(os.environ[INTERRUPTED_RANKS])
     try:
@@ -383,7 +384,9 @@ def main(argv: list[str]) -> int:
         if taken is not None:
             return _say_error(taken, EXIT_FAILED, "--json" in argv)
         _say_waiting(args, argv)
-        return _run(run, args, argv)
+        code = _run(run, args, argv)
+        hold_signals(code)  # decided: a late signal must not cut the exit with a traceback
+        return code
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
 
