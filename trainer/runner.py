@@ -12,6 +12,7 @@ save, count steps or shut down.
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -455,6 +456,24 @@ class TrainingRun:
         per logged step, so a log still shows how the run goes."""
         fields = " ".join(f"{key}={value}" for key, value in shown.items())
         print(f"[{self.name}] step {done}/{self.total_steps} {fields}", file=sys.stderr)
+
+    def warn_non_finite(self, done: int, values: dict[str, float]) -> None:
+        """One warning line, from the main rank, per validation value of step `done` that is
+        not finite (`val/loss` nan): the run goes on and its exit code stays (as verl's), but
+        a result line reading `val loss nan` was all that told of weights whose outputs
+        overflow (a learning rate far too high), with the weights themselves still finite."""
+        if not self.env.is_main:
+            return
+        from tqdm import tqdm  # writes above a progress bar being drawn, not through it
+
+        for key, value in values.items():
+            if not math.isfinite(value):
+                tqdm.write(
+                    f"warning: step {done}: {key} is {value}: the model's outputs at this step's"
+                    " weights overflow (the weights themselves may be finite; is the learning"
+                    " rate too high?); training goes on",
+                    file=sys.stderr,
+                )
 
     def is_due(self, every: int, done: int) -> bool:
         """Whether an `every`-steps event (0: never) falls on step `done`."""

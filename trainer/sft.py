@@ -86,7 +86,7 @@ class SFTSteps(StepHooks):
         cfg, run = self.cfg, self.run
         self.result.losses[done] = record["train/loss"]
         if self.val and run.is_due(cfg.trainer.eval_every, done):
-            record["val/loss"] = self.result.eval_losses[done] = self.evaluate()
+            record["val/loss"] = self._validate(done)
         if run.should_log(done):
             metrics.log(done, record)
         if run.is_due(cfg.checkpoint.save_every, done):
@@ -100,10 +100,16 @@ class SFTSteps(StepHooks):
         if final <= run.start:
             return
         if self.val and final not in self.result.eval_losses:
-            self.result.eval_losses[final] = self.evaluate()
-            metrics.log(final, {"val/loss": self.result.eval_losses[final]})
+            metrics.log(final, {"val/loss": self._validate(final)})
         if run.last_saved != step_dir(run.run_dir, final):
             self._save(final)
+
+    def _validate(self, done: int) -> float:
+        """The validation loss after step `done`, kept in the result; a warning when it is
+        not finite (`TrainingRun.warn_non_finite`)."""
+        loss = self.result.eval_losses[done] = self.evaluate()
+        self.run.warn_non_finite(done, {"val/loss": loss})
+        return loss
 
     def _save(self, step: int) -> None:
         self.run.save(
