@@ -52,6 +52,8 @@ from trainer.grpo.data import RLPrompt, load_rl_prompts
 from trainer.grpo.generations import dump_generations, generation_rows, response_advantages
 from trainer.grpo.reference import INFO_KEY as REFERENCE_INFO_KEY
 from trainer.grpo.reference import ReferenceRecord
+from trainer.grpo.reward_rules import manifest_info as reward_rules_info
+from trainer.grpo.reward_rules import warn_of_rule_changes
 from trainer.grpo.weights import iter_full_weights, iter_merged_weights
 from trainer.lora import adapters_disabled, is_lora_model, lora_enabled, lora_scales
 from trainer.metrics import MetricsLogger
@@ -137,6 +139,7 @@ class GRPOSteps(StepHooks):
                         "total_steps": run.total_steps,
                         "reward_mean": record.get("reward/mean"),
                         "rollout": self.rollout_name,
+                        **reward_rules_info(self.scorer.custom),
                     },
                 )
             record.update(timing)
@@ -614,6 +617,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             total_steps=total_steps,
             checks=(reference_record.check_manifest,),
         )
+        warn_of_rule_changes(run, scorer.custom, (row.data_source for row in (*train, *val)))
         run.announce(
             f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
             f"{len(train)} train prompts ({dropped} over data.max_prompt_length dropped), "
