@@ -187,6 +187,10 @@ def _processor_ids(processor: Any) -> Iterator[tuple[str | None, int]]:
                     yield str(name), id_
 
 
+# an int64 id has at most 19 digits; longer keys would only be refused as past vocab_size
+_ID_DIGITS = 19
+
+
 def _added_in_config(path: Path) -> list[TokenId]:
     """tokenizer_config.json's added_tokens_decoder: id (the key) -> token."""
     data = read_json_asset(path) if os.path.lexists(path) else None
@@ -194,10 +198,13 @@ def _added_in_config(path: Path) -> list[TokenId]:
     if not isinstance(decoder, dict):
         return []
     where = f"{path} [added_tokens_decoder]"
+    for key in decoder:
+        # transformers calls int() on every key: '²' and 5000 digits pass isdigit() only
+        if not (key.isascii() and key.isdigit() and len(key) <= _ID_DIGITS):
+            raise ConfigError(f"{where}: key {cut_to(repr(key), 80)} is not a token id")
     return [
         TokenId(where, entry.get("content") if isinstance(entry, dict) else None, int(key))
         for key, entry in decoder.items()
-        if key.isdigit()
     ]
 
 

@@ -125,3 +125,20 @@ def test_config_check_and_train_refuse_it_alike_in_one_line(trainable, tmp_path)
         )
         assert done.returncode == 2, done.stderr
         one_error(done.stderr, says)
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"), [("²", "'²'"), ("9" * 5000, "'9999"), ("-1", "'-1'"), ("x", "'x'")]
+)
+def test_an_added_tokens_decoder_key_that_is_no_id_is_refused_in_one_line(
+    trainable, tmp_path, key, shown
+):
+    """transformers reads every key with int(): '²' and 5000 digits pass str.isdigit() but
+    not int(), which raised a traceback here."""
+    model = _model(trainable, tmp_path)
+    entry = {"content": "<|odd|>", "special": True}
+    tokenizer_config_edit(added_tokens_decoder={key: entry})(model)
+    said = _refusal(model)
+    where = f"{model / 'tokenizer_config.json'} [added_tokens_decoder]"
+    assert said.startswith(f"{where}: key {shown}"), said
+    assert said.endswith("is not a token id") and len(said) < len(where) + 120, said
