@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer.shown_value import typed_text
 from trainer.verl_inert_keys import INERT_KEYS, PAD_MODE, PADDING
 from trainer.verl_off_keys import HF_MODELS, MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 
@@ -841,10 +842,19 @@ def note(verl_key: str, mapped: dict[str, Any], why: str) -> None:
     leniently, so every key that does not carry over as itself is said, never dropped
     silently."""
     if mapped:
-        shown = ", ".join(f"{key}={value}" for key, value in mapped.items())
+        shown = ", ".join(
+            f"{key}={_as_typed(verl_key, key, value)}" for key, value in mapped.items()
+        )
         log.warning("note: verl's %s is %s here", verl_key, shown)
     else:
         log.warning("note: %s", ignored_note(verl_key, why))
+
+
+def _as_typed(verl_key: str, key: str, value: Any) -> str:
+    """`value` as the override was typed (`true` stays `true`, as the error lines quote it),
+    else as Python writes it: a value a rule made was typed by nobody."""
+    typed = typed_text(key, value) or typed_text(verl_key, value)
+    return str(value) if typed is None else typed
 
 
 def ignored_note(verl_key: str, why: str) -> str:

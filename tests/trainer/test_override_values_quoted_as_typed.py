@@ -131,3 +131,12 @@ def test_a_note_quotes_the_overrides_it_names_as_typed(caplog):
     (note,) = [r.getMessage() for r in caplog.records if "is not read" in r.getMessage()]
     assert note.startswith(f"note: verl's {actor}clip_ratio=0.10 is not read"), note
     assert "clip_ratio_high=0.30" in note, note
+
+
+@pytest.mark.parametrize("typed", ["true", "True"])
+def test_a_verl_keys_mapping_note_quotes_its_value_as_typed(caplog, typed):
+    """The note above the error quotes the value as the error does, not as Python writes it."""
+    with caplog.at_level(logging.WARNING, logger="mfsdp.config"), pytest.raises(ConfigError):
+        load_config(GRPOConfig, None, [f"actor_rollout_ref.actor.optim.lr={typed}"])
+    note = "note: verl's actor_rollout_ref.actor.optim.lr is optim.lr=" + typed + " here"
+    assert note in caplog.messages, caplog.messages
