@@ -28,12 +28,13 @@ _MODEL_KEY_RE = re.compile(r"^(tok_embeddings\.weight|layers\.[0-9]+\.(attention
 
 def is_torchtitan_dcp(dcp: Path) -> bool:
     """Whether the DCP in `dcp` holds torchtitan's top-level model keys and nothing under
-    `model.`. Only its `.metadata` is read (bounded, restricted unpickler); a metadata
+    `model.`. Only its `.metadata` is read (bounded, restricted unpickler), and what was
+    read is handed on to the command's own reader of it (read once, not twice); a metadata
     that cannot be read is left to the reader to report, as for any DCP."""
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
     try:
-        reader = CheckpointReader(dcp)
+        reader = CheckpointReader(dcp, hand_on=True)
     except MfsdpError:
         return False
     names = [*reader.tensors, *reader.objects]

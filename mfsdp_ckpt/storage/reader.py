@@ -37,6 +37,7 @@ from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
 from mfsdp_ckpt.format.torch_save_format import contiguous_strides
+from mfsdp_ckpt.storage import metadata_handoff
 from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, load_blob
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 from mfsdp_ckpt.storage.chunk_checks import (
@@ -262,6 +263,10 @@ def _tensor_layout(data: bytes) -> tuple | None:
     return dtype, numel, offset, size, stride
 
 
+# What a reader holds of its `.metadata` once parsed and checked: what it hands on.
+_PARSED = ("metadata", "bytes_after_metadata", "tensors", "objects", "sharing")
+
+
 class CheckpointReader:
     """Tables and values of one DCP directory, read on demand.
 
@@ -270,7 +275,16 @@ class CheckpointReader:
     >>> tensor = reader.read_tensor("model.embed_tokens.weight")
     """
 
-    def __init__(self, dist_ckpt_dir: str | os.PathLike, store: ByteStore | None = None):
+    def __init__(
+        self,
+        dist_ckpt_dir: str | os.PathLike,
+        store: ByteStore | None = None,
+        *,
+        hand_on: bool = False,
+    ):
+        """`hand_on`: leave what was parsed to the next reader of the same, unchanged local
+        `.metadata` (`metadata_handoff`), for a caller that reads it before the command
+        does (layout detection); a local reader takes what was left instead of reading."""
         self.root = Path(dist_ckpt_dir)
         self.store = store or LocalByteStore(self.root)
         size = self.store.size(DCP_METADATA_FILE)
@@ -281,6 +295,20 @@ class CheckpointReader:
             raise UnsafeMetadataError(
                 f"{where}: {size} bytes, more than the {MAX_METADATA_BYTES} DCP metadata may have"
             )
+        key = metadata_handoff.identity(where) if store is None else None
+        parsed = metadata_handoff.take(key)
+        if parsed is None:
+            self._parse(size, where)
+        else:  # the same objects: nothing reads them but to look (no reader changes them)
+            vars(self).update(parsed)
+        if hand_on and key is not None and key == metadata_handoff.identity(where):
+            metadata_handoff.leave(key, {name: getattr(self, name) for name in _PARSED})
+        self._pairs = PairBudget()  # every tensor's coverage check draws on it
+        self._coverage: dict[str, list[str]] = {}
+        self._sizes: dict[str, int | None] = {}  # data file -> its size: see _file_size
+
+    def _parse(self, size: int, where: str) -> None:
+        """Read and check `.metadata` (`size` bytes) into this reader's tables."""
         # read up to the pickle's STOP only, as torch's reader: bytes after it are not held
         stored = RangeFile(self.store, DCP_METADATA_FILE, 0, size)
         buffered = io.BufferedReader(stored, READ_BUFFER_BYTES)
@@ -299,9 +327,6 @@ class CheckpointReader:
         self.sharing = byte_sharing(self.tensors, self.objects, report)
         if self.sharing.refused:
             raise CheckpointFormatError(f"{where}: {self.sharing.refusal()}")
-        self._pairs = PairBudget()  # every tensor's coverage check draws on it
-        self._coverage: dict[str, list[str]] = {}
-        self._sizes: dict[str, int | None] = {}  # data file -> its size: see _file_size
 
     def files(self) -> dict[str, int]:
         """Each data file the metadata refers to, with the bytes it must hold at least."""
