@@ -17,10 +17,10 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -38,16 +38,13 @@ from cli.launch_flags import check_launch
 from cli.main import settle
 from cli.missing_path import missing_line, refuse_missing
 from cli.result_said import expect_result, result_said
-from cli.run_report import Reported, final_values, interrupted_run, report_run
+from cli.run_report import FinalValue, interrupted_run, report_run
 from cli.stop import EXIT_INTERRUPTED
-from mfsdp_ckpt.check.printable import first_of, printable
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer.env_ints import env_int, joins_a_group, process_rank
 from trainer.threads import CPU_RANKS_RULE
-
-if TYPE_CHECKING:
-    from trainer.finished_run import FinishedRun
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
@@ -331,18 +328,14 @@ def start(
     as_json: bool,
     overrides: list[str],
     logged_before: int = 0,
-) -> FinishedRun | None:
+) -> None:
     """Check the data files (the launch flags were, by `check_launch`) and, when launching,
     that this machine can run the ranks (`check_local_ranks`), choose CPU threads, then
     return when this process should train; when it should launch ranks instead, run
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
-    a signal that stopped them ends it with the interrupted line). A rerun of a run that
-    finished with these settings says so and returns that run (`finished_run`) before
-    torch loads or any rank starts; its result is then reported as the run's was."""
-    from trainer.finished_run import finished_run
+    a signal that stopped them ends it with the interrupted line)."""
     from trainer.local_ranks import check_local_ranks
     from trainer.prerequisites import check_prerequisites
-    from trainer.resume import nothing_left_line
     from trainer.threads import configure_threads
 
     # Not in a rank torchrun started (it sets TORCHELASTIC_RUN_ID beside RANK): RANK and
@@ -359,13 +352,6 @@ def start(
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
     local_ranks = launch.nproc_per_node if launching else env_int("LOCAL_WORLD_SIZE", 1, minimum=1)
     configure_threads(local_ranks)
-    alone = not (os.environ.get("TORCHELASTIC_RUN_ID") or joins_a_group() or launch.multi_node)
-    finished = finished_run(subcommand, cfg) if alone else None
-    if finished is not None:
-        total = cfg.trainer.total_steps
-        left = nothing_left_line(finished.last_checkpoint, finished.final_step, cfg, total)
-        print(printable(f"[{subcommand}] {left}"), file=sys.stderr)
-        return finished
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
@@ -378,7 +364,6 @@ def start(
     _quiet_library_bars(cfg)
     if process_rank() == 0:
         say_starting(subcommand, "loading torch and transformers")
-    return None
 
 
 def _ranks_import_this_code() -> None:
@@ -557,13 +542,11 @@ def run_command(
     overrides: tuple[str, ...],
     launch: dict[str, Any],
     as_json: bool,
-    train: Callable[[Any], Any],
-    reported: Sequence[Reported],
+    train: Callable[[Any], tuple[Any, list[FinalValue]]],
 ) -> None:
     """The body of every train command, so they start and report alike: check the config
-    (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result,
-    which `report_run` prints with its `reported` values; a finished run found before
-    (`start`) is reported so without training."""
+    (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result
+    and the values to report, which `report_run` prints."""
     from cli.torchrun import die_with_torchrun
     from trainer.metrics import metrics_size
 
@@ -576,11 +559,10 @@ def run_command(
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
     with one_run_at_a_time(cfg.trainer.run_dir, flags):
-        result = start(subcommand, cfg, flags, config_path, as_json, list(overrides), logged_before)
-        if result is None:
-            with no_input():
-                result = train(cfg)
-    report_run(subcommand, result, as_json, final_values(result, reported))
+        start(subcommand, cfg, flags, config_path, as_json, list(overrides), logged_before)
+        with no_input():
+            result, finals = train(cfg)
+    report_run(subcommand, result, as_json, finals)
 
 
 @contextlib.contextmanager

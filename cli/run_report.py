@@ -7,7 +7,6 @@ run's result, as a line or as JSON with --json. Kept apart from starting the run
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -160,31 +159,6 @@ class FinalValue(NamedTuple):
     label: str
     value: float | None
     fmt: str
-
-
-class Reported(NamedTuple):
-    """One number a kind of run reports (`final_values`): its JSON key, its words in the
-    line, the result's per-step series of it, its key in metrics.jsonl, its format."""
-
-    key: str
-    label: str
-    series: str
-    logged: str
-    fmt: str
-
-
-def final_values(result: Any, reported: Sequence[Reported]) -> list[FinalValue]:
-    """The `reported` values of `result` (`final_value`). A run found finished before it
-    started (`trainer.finished_run`) has no series: each is read from its metrics.jsonl."""
-    return [
-        FinalValue(
-            each.key,
-            each.label,
-            final_value(result, getattr(result, each.series, {}), each.logged),
-            each.fmt,
-        )
-        for each in reported
-    ]
 
 
 def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) -> None:

@@ -8,7 +8,7 @@ import click
 
 from cli.errors import MfsdpGroup
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
-from cli.run_report import Reported
+from cli.run_report import FinalValue, final_value
 from cli.train_grpo import grpo
 
 
@@ -47,21 +47,20 @@ def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **la
     """
     from trainer.config import SFTConfig
 
-    run_command("sft", SFTConfig, config_path, overrides, launch, as_json, train_sft, SFT_VALUES)
+    run_command("sft", SFTConfig, config_path, overrides, launch, as_json, train_sft)
 
 
-# the values an SFT run reports: `SFTResult`'s series, metrics.jsonl's keys
-SFT_VALUES = (
-    Reported("final_loss", "loss", "losses", "train/loss", ".4f"),
-    Reported("val_loss", "val loss", "eval_losses", "val/loss", ".4f"),
-)
-
-
-def train_sft(cfg: Any) -> Any:
-    """Run SFT (torch loads here, once the config passed)."""
+def train_sft(cfg: Any) -> tuple[Any, list[FinalValue]]:
+    """Run SFT (torch loads here, once the config passed) and name the values it reports."""
     from trainer.sft import run_sft
 
-    return run_sft(cfg)
+    result = run_sft(cfg)
+    return result, [
+        FinalValue("final_loss", "loss", final_value(result, result.losses, "train/loss"), ".4f"),
+        FinalValue(
+            "val_loss", "val loss", final_value(result, result.eval_losses, "val/loss"), ".4f"
+        ),
+    ]
 
 
 train.add_command(grpo)

@@ -8,7 +8,7 @@ import click
 
 from cli.given_once import OnceCommand
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
-from cli.run_report import Reported
+from cli.run_report import FinalValue, final_value
 
 
 @click.command(cls=OnceCommand, short_help="GRPO with a colocated rollout engine.")
@@ -36,20 +36,22 @@ def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **l
     """
     from trainer.grpo.config import GRPOConfig
 
-    run_command(
-        "grpo", GRPOConfig, config_path, overrides, launch, as_json, train_grpo, GRPO_VALUES
-    )
+    run_command("grpo", GRPOConfig, config_path, overrides, launch, as_json, train_grpo)
 
 
-# the values a GRPO run reports: `GRPOResult`'s series, metrics.jsonl's keys
-GRPO_VALUES = (
-    Reported("reward_mean", "reward", "rewards", "reward/mean", ".3f"),
-    Reported("val_accuracy", "val accuracy", "val_accuracy", "val/accuracy", ".3f"),
-)
-
-
-def train_grpo(cfg: Any) -> Any:
-    """Run GRPO (torch loads here, once the config passed)."""
+def train_grpo(cfg: Any) -> tuple[Any, list[FinalValue]]:
+    """Run GRPO (torch loads here, once the config passed) and name the values it reports."""
     from trainer.grpo.runner import run_grpo
 
-    return run_grpo(cfg)
+    result = run_grpo(cfg)
+    return result, [
+        FinalValue(
+            "reward_mean", "reward", final_value(result, result.rewards, "reward/mean"), ".3f"
+        ),
+        FinalValue(
+            "val_accuracy",
+            "val accuracy",
+            final_value(result, result.val_accuracy, "val/accuracy"),
+            ".3f",
+        ),
+    ]
