@@ -213,11 +213,27 @@ def _exit(code: int, abandon: bool = False) -> NoReturn:
     if not leave_nothing_running():
         abandon = True
     if abandon or _ends_a_process_that_trained():
-        if not abandon:  # exit hooks may wait on what the user's threads never end
-            atexit._run_exitfuncs()
+        _run_exit_hooks(bounded=abandon)
         _flush_open_files()
         os._exit(code)
     sys.exit(code)
+
+
+# How long the exit hooks of an exit that abandons threads may take (a hook may wait on one)
+EXIT_HOOKS_GRACE_S = 10.0
+
+
+def _run_exit_hooks(bounded: bool) -> None:
+    """Run the atexit hooks (a reward module's flush, multiprocessing's and logging's own);
+    `bounded`, when threads the user's code left are abandoned, in a daemon thread given
+    EXIT_HOOKS_GRACE_S: a hook that waits on such a thread would hold the exit for good, and
+    skipping the hooks lost what a module wrote at exit."""
+    if not bounded:
+        atexit._run_exitfuncs()
+        return
+    hooks = threading.Thread(target=atexit._run_exitfuncs, name="mfsdp-exit-hooks", daemon=True)
+    hooks.start()
+    hooks.join(EXIT_HOOKS_GRACE_S)
 
 
 def exit_leaving_nothing(code: int) -> NoReturn:

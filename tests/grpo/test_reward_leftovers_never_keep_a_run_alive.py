@@ -23,10 +23,12 @@ from trainer.grpo.synthetic import write_addition_data
 # Far above a tiny run's time (about 20 s here), far below "never"
 RUN_BOUND_S = 240
 
-# Each pool worker, when it starts (re-forked ones too), writes its pid to PIDS
+# Each pool worker, when it starts (re-forked ones too), writes its pid to PIDS; the module's
+# atexit hook writes HOOK, as a reward module's exit-time flush would
 _POOL = (
-    "import multiprocessing as mp, os, signal, threading\n"
+    "import atexit, multiprocessing as mp, os, signal, threading\n"
     "_P = None\n"
+    "atexit.register(lambda: open(HOOK, 'w').write('ran'))\n"
     "def _note(pids, ignore_sigterm):\n"
     "    if ignore_sigterm:\n"
     "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
@@ -61,7 +63,8 @@ def _run(tmp_path: Path, body: str) -> tuple[int, str, list[int]]:
     """Exit code and stderr of a tiny GRPO run scored by `body`, and its pool's worker pids."""
     pids = tmp_path / "pids"
     reward = tmp_path / "reward_pool.py"
-    reward.write_text(body.replace("PIDS", repr(str(pids))))
+    hook = repr(str(tmp_path / "hook"))
+    reward.write_text(body.replace("PIDS", repr(str(pids))).replace("HOOK", hook))
     files = write_addition_data(tmp_path / "data", digits=4)
     done = mfsdp(
         *("train", "grpo", "--config", str(REPO / "examples" / "grpo_tiny_cpu.yaml")),
@@ -95,3 +98,5 @@ def test_a_reward_keeping_a_pool_leaves_nothing_running(tmp_path, body, code):
     assert [pid for pid in workers if _running(pid)] == [], stderr
     assert "Traceback" not in stderr
     assert os.path.isdir(tmp_path / "run")
+    # a thread left running is not waited for, but the module's exit hooks still ran
+    assert (tmp_path / "hook").read_text() == "ran", stderr
