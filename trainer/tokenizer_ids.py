@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
+from mfsdp_ckpt.convert.asset_rewrites import generation_config_problem
 from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_BYTES
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
@@ -74,8 +75,8 @@ def check_token_ids(tokenizer_dir: Path, model_dir: Path | None, vocab_size: int
     vocab = _TokenizerJson(tokenizer_dir / TOKENIZER_FILE)
     ids = [*vocab.ids(), *_added_in_config(tokenizer_dir / TOKENIZER_CONFIG_FILE)]
     if model_dir is not None:  # the model's own ids (a borrowed tokenizer dir's are not read)
-        for name in (HF_CONFIG_FILE, GENERATION_CONFIG_FILE):
-            ids += _config_ids(model_dir / name)
+        ids += _config_ids(model_dir / HF_CONFIG_FILE)
+        ids += _generation_ids(model_dir / GENERATION_CONFIG_FILE)
     largest = max(ids, key=lambda found: found.id, default=None)
     if largest is not None and largest.id >= vocab_size:
         raise ConfigError(past_vocab(largest, vocab_size))
@@ -239,6 +240,21 @@ def _config_ids(path: Path) -> list[TokenId]:
         for id_ in (data[key] if isinstance(data.get(key), list) else [data.get(key)])
         if _is_id(id_)
     ]
+
+
+def _generation_ids(path: Path) -> list[TokenId]:
+    """generation_config.json's ids; none from one that is no JSON, which transformers' model
+    loader skips and the run leaves out of its checkpoints with a note of its own
+    (`model_assets.unparsable_generation_config`)."""
+    if not os.path.lexists(path):
+        return []
+    try:
+        text = safe_files.read_text(path, MAX_JSON_ASSET_BYTES)
+    except CheckpointFileError as err:
+        raise ConfigError(str(err)) from None
+    if generation_config_problem(text.encode()) is not None:
+        return []
+    return _config_ids(path)
 
 
 def _is_id(value: Any) -> TypeGuard[int]:
