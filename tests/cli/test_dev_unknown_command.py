@@ -1,6 +1,7 @@
 """`./dev bogus` says that `bogus` is no command of its, in one line on stderr, with the
 closest one when there is one; before, it printed the usage and exited 2 without a word
-about what was wrong. `./dev help` is the usage, exit 0."""
+about what was wrong. `./dev help` is the usage, exit 0; `./dev` alone is bad usage: the
+usage on stderr, exit 2, nothing on stdout."""
 
 from __future__ import annotations
 
@@ -38,3 +39,8 @@ def test_an_unknown_command_is_named_in_one_line(given, said):
 def test_help_is_the_usage():
     done = _dev("help")
     assert done.returncode == 0 and "./dev mfsdp ARGS" in done.stdout and done.stderr == ""
+
+
+def test_no_command_is_the_usage_on_stderr():
+    done = _dev()
+    assert (done.returncode, done.stdout) == (2, "") and "./dev mfsdp ARGS" in done.stderr
