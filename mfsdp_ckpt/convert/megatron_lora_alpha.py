@@ -40,11 +40,20 @@ def _positive(value: Any) -> float | None:
     return float(value) if plain and math.isfinite(value) and value > 0 else None
 
 
+def _recorded_alpha(value: Any, where: str, need: bool) -> float | None:
+    """A record's alpha: None where the record has none; a value that is no positive number
+    refused when nothing else gives alpha (with --lora-alpha given, that flag supplies it)."""
+    alpha = _positive(value)
+    if alpha is None and value is not None and need:
+        raise ForeignWeightsError(f"{where} {value!r} is not a positive number")
+    return alpha
+
+
 def _from_run_config(
     paths: layout.CheckpointPaths, lora: MegatronLora, need_alpha: bool
-) -> str | None:
-    """Bridge's `peft:` section: alpha when it describes plain LoRA of this rank (any other
-    kind or rank is refused, whatever alpha --lora-alpha gives)."""
+) -> tuple[float, str] | None:
+    """Bridge's `peft:` section: (alpha, where) when it describes plain LoRA of this rank and
+    gives alpha (any other kind or rank is refused, whatever alpha --lora-alpha gives)."""
     if paths.run_config is None:
         return None
     peft = run_config_data(paths.run_config, paths.root).get("peft")
@@ -61,11 +70,8 @@ def _from_run_config(
         raise ForeignWeightsError(
             f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
         )
-    alpha = _positive(peft.get("alpha"))
-    if alpha is None and need_alpha:
-        raise ForeignWeightsError(f"{where}: alpha {peft.get('alpha')!r} is not a positive number")
-    lora.alpha = alpha
-    return f"LoRA alpha {alpha:g} from {where}" if alpha is not None else None
+    alpha = _recorded_alpha(peft.get("alpha"), f"{where}: alpha", need_alpha)
+    return None if alpha is None else (alpha, where)
 
 
 def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] | None:
@@ -101,8 +107,8 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
 
 def _from_saved_adapter(
     saved: tuple[dict, Path] | None, lora: MegatronLora, need_alpha: bool
-) -> str | None:
-    """alpha from the saved adapter's config (`r` must be the tensors' rank)."""
+) -> tuple[float, str] | None:
+    """(alpha, where) from the saved adapter's config (`r` must be the tensors' rank)."""
     if saved is None:
         return None
     data, file = saved
@@ -111,13 +117,24 @@ def _from_saved_adapter(
             f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
             f" {lora.rank}: it was saved from another run"
         )
-    alpha = _positive(data.get("lora_alpha"))
-    if alpha is None and need_alpha:
-        raise ForeignWeightsError(
-            f"{file}: lora_alpha {data.get('lora_alpha')!r} is not a positive number"
-        )
-    lora.alpha = alpha
-    return f"LoRA alpha {alpha:g} from {file}" if alpha is not None else None
+    alpha = _recorded_alpha(data.get("lora_alpha"), f"{file}: lora_alpha", need_alpha)
+    return None if alpha is None else (alpha, str(file))
+
+
+def _recorded_alphas(
+    lora: MegatronLora, location: str, paths: layout.CheckpointPaths | None, need: bool
+) -> list[tuple[float, str]]:
+    """Every alpha the checkpoint records, with where: run_config.yaml's peft section and the
+    PEFT adapter saved beside it (both are read for their settings even where one gives alpha)."""
+    if paths is None:  # not a local checkpoint: no records beside the tensors
+        return []
+    saved = _saved_adapter_config(saved_peft_adapter(location), paths.root)
+    found = (_from_run_config(paths, lora, need), _from_saved_adapter(saved, lora, need))
+    return [record for record in found if record is not None]
+
+
+def _listed(records: list[tuple[float, str]]) -> str:
+    return " and ".join(f"{where} records alpha {alpha:g}" for alpha, where in records)
 
 
 def set_lora_scale(
@@ -127,24 +144,37 @@ def set_lora_scale(
     lora_alpha: float | None,
 ) -> None:
     """Fill in `lora.alpha` and `lora.scale` (alpha / rank) with a note saying where alpha
-    came from: `--lora-alpha` when given, else the checkpoint's own record. ExportUsageError
-    (exit 2) asking for --lora-alpha when nothing records it."""
+    came from: the checkpoint's own records, else `--lora-alpha`. A `--lora-alpha` no record
+    agrees with is refused (ExportUsageError, exit 2): the merge would add another multiple of
+    the update the run trained, with exit 0 (a habitual Bridge default of 32 against a
+    recorded 8 wrote 4x the update). Two records that disagree are refused unless
+    --lora-alpha picks one; nothing recorded and no --lora-alpha asks for it (exit 2)."""
     if lora_alpha is not None and _positive(lora_alpha) is None:
         raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
-    note: str | None = None
-    if paths is not None:  # a local checkpoint: its own records, read for their settings too
-        saved = _saved_adapter_config(saved_peft_adapter(location), paths.root)
-        need = lora_alpha is None
-        note = _from_run_config(paths, lora, need) or _from_saved_adapter(saved, lora, need)
+    records = _recorded_alphas(lora, location, paths, need=lora_alpha is None)
     if lora_alpha is not None:
+        if records and all(alpha != float(lora_alpha) for alpha, _ in records):
+            raise ExportUsageError(
+                f"--lora-alpha {float(lora_alpha):g}: {_listed(records)}, the alpha the run"
+                " trained with; leave --lora-alpha out"
+            )
         lora.alpha = float(lora_alpha)
         note = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
-    if note is None or lora.alpha is None:
+    elif len({alpha for alpha, _ in records}) > 1:
+        raise ForeignWeightsError(
+            f"{location}: {_listed(records)}: two records of one adapter disagree; pass"
+            " --lora-alpha A with the alpha the run trained with"
+        )
+    elif records:
+        lora.alpha, where = records[0]
+        note = f"LoRA alpha {lora.alpha:g} from {where}"
+    else:
         raise ExportUsageError(
             f"{location}: a LoRA adapter of rank {lora.rank} on"
             f" {len(lora.targets)} Hugging Face module(s), but the checkpoint records no LoRA"
-            " alpha (no run_config.yaml peft section, no saved adapter_config.json); pass"
-            f" --lora-alpha A (the run's alpha; the merge adds alpha / {lora.rank} * B @ A)"
+            " alpha (neither a run_config.yaml peft section nor a saved adapter_config.json"
+            " gives one); pass --lora-alpha A (the run's alpha; the merge adds"
+            f" alpha / {lora.rank} * B @ A)"
         )
     lora.scale = lora.alpha / lora.rank
     lora.notes.append(f"{note} (scale alpha / dim = {lora.scale:g})")

@@ -567,3 +567,41 @@ def test_adapters_on_mtp_layers_alone_leave_nothing_to_export(tmp_path):
     line = one_error_line(err)
     assert code == 2 and "adapter tensors all lie in the 1 multi-token prediction" in line, err
     assert not out.exists()
+
+
+def _exported_alpha(run, out, *flags: str) -> tuple[int, float | None, str]:
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", out, "--adapter-only", *flags)
+    written = out / "adapter_config.json"
+    alpha = json.loads(written.read_text())["lora_alpha"] if written.exists() else None
+    return code, alpha, err
+
+
+def test_lora_alpha_must_agree_with_what_the_checkpoint_records(tmp_path):
+    """run_config.yaml's peft alpha and the PEFT adapter saved beside it are the run's own
+    records: a --lora-alpha neither of them gives is refused (a habitual 32 against a
+    recorded 8 merged 4x the trained update, exit 0); records that disagree are refused unless
+    --lora-alpha picks one; a peft section without alpha leaves it to the saved adapter."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run, step = _bridge_lora_run(tmp_path, model, _hf_lora(model), BRIDGE_PEFT)
+    code, alpha, err = _exported_alpha(run, tmp_path / "a", "--lora-alpha", "32")
+    line = one_error_line(err)
+    assert (code, alpha) == (2, None), err
+    assert line.startswith("error: --lora-alpha 32: ") and "run_config.yaml peft" in line, err
+    assert f"records alpha {ALPHA:g}" in line and "leave --lora-alpha out" in line, err
+    assert _exported_alpha(run, tmp_path / "b", "--lora-alpha", f"{ALPHA:g}")[:2] == (0, ALPHA)
+
+    (step / "hf").mkdir()
+    saved = step / "hf" / "adapter_config.json"
+    saved.write_text(json.dumps({"peft_type": "LORA", "r": RANK, "lora_alpha": 2 * ALPHA}))
+    code, alpha, err = _exported_alpha(run, tmp_path / "c")
+    line = one_error_line(err)
+    assert (code, alpha) == (2, None) and "disagree" in line, err
+    assert f"{saved} records alpha {2 * ALPHA:g}" in line and "--lora-alpha A" in line, err
+    picked = _exported_alpha(run, tmp_path / "d", "--lora-alpha", f"{2 * ALPHA:g}")
+    assert picked[:2] == (0, 2 * ALPHA), picked[2]
+
+    no_alpha = {key: value for key, value in BRIDGE_PEFT.items() if key != "alpha"}
+    config = yaml.safe_load((step / "run_config.yaml").read_text())
+    (step / "run_config.yaml").write_text(yaml.safe_dump({**config, "peft": no_alpha}))
+    code, alpha, err = _exported_alpha(run, tmp_path / "e")
+    assert (code, alpha) == (0, 2 * ALPHA) and f"from {saved}" in err, err
