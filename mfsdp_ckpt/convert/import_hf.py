@@ -101,6 +101,7 @@ from mfsdp_ckpt.format import dir_entries, finding_runs, layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.foreign_formats import peft_adapter_line
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.format.manifest import Manifest, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
@@ -366,6 +367,11 @@ def _read_config(hf_dir: Path):
             if inside is not None
             else ""
         )
+        adapter = peft_adapter_line(hf_dir)
+        if adapter is not None:  # "not a model dir" left the user guessing what the dir is
+            raise ImportUsageError(
+                f"{adapter}; import-hf makes checkpoints of whole models (config.json and weights)"
+            )
         raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir{what}")
     try:
         safe_files.regular_file(
