@@ -45,20 +45,20 @@ from typing import TYPE_CHECKING, Any
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
-from mfsdp_ckpt.format.file_hash import Digest, FileRecord, hash_bytes
+from mfsdp_ckpt.format.file_hash import Digest, FileRecord
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.format.torch_save_format import (
     MAX_BLOB_BYTES,
     BlobLayout,
     Size,
-    dump_metadata,
     object_blob,
     tensor_metadata,
     tensor_pickle,
 )
 from mfsdp_ckpt.storage.byte_copy import copy_bytes, copy_hashed, hash_file_range, pwrite_all
 from mfsdp_ckpt.storage.file_errors import naming_file
+from mfsdp_ckpt.storage.metadata_stream import write_metadata
 
 if TYPE_CHECKING:
     import torch
@@ -232,13 +232,12 @@ class StreamingDcpWriter:
             storage_meta=dcp_metadata.StorageMeta(save_id=str(uuid.uuid4())),
             version=DCP_VERSION,
         )
-        pickled = dump_metadata(metadata)
-        with open(self.root / DCP_METADATA_FILE, "wb") as handle:
-            handle.write(pickled)
-            handle.flush()
-            os.fsync(handle.fileno())
+        # pickled straight into the file: held whole in memory, it and the pickler's memo
+        # cost kilobytes a tensor (metadata_stream)
+        records[DCP_METADATA_FILE] = write_metadata(
+            metadata, self.root / DCP_METADATA_FILE, self.hash_data
+        )
         fsync_path(self.root)
-        records[DCP_METADATA_FILE] = hash_bytes(pickled)
         return records
 
     def abort(self) -> None:
