@@ -39,7 +39,7 @@ from cli.main import settle
 from cli.missing_path import missing_line, refuse_missing
 from cli.result_said import expect_result, result_said
 from cli.run_report import FinalValue, interrupted_run, report_run
-from cli.stop import EXIT_INTERRUPTED
+from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -619,7 +619,8 @@ def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
     get (the ranks leave an interrupt to the launching process to say) end with
     `stopped_line(what stopped them)`, which names the checkpoint kept: the ranks have all
     stopped (`run_ranks` waited for them), so the newest one is the one resumed; exit 130
-    for an interrupt, else 1. Any other code is a rank's failure, which that rank said:
+    for an interrupt (143 and `SIGTERM:` before the line when torchrun got a SIGTERM this
+    process did not), else 1. Any other code is a rank's failure, which that rank said:
     exit with it as it is."""
     if code == 0:
         return
@@ -634,4 +635,6 @@ def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
         fail(stopped_line(stopped_by), int(code))  # 130 for an interrupt, else 1
     if code == EXIT_INTERRUPTED:
         fail(stopped_line("interrupted"), EXIT_INTERRUPTED)
+    if code == EXIT_TERMINATED:  # torchrun alone got SIGTERM (cli/torchrun.py `_signal_code`)
+        fail(f"SIGTERM: {stopped_line('interrupted')}", EXIT_TERMINATED)
     sys.exit(code)

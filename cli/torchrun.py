@@ -28,6 +28,8 @@ A signal stops the agent once (`_stop_once`): the launching mfsdp passes on a SI
 SIGTERM it gets (a `kill -INT` of it alone reached nothing else, and the ranks trained on),
 so when the whole process group got it too this process gets it twice, and torch's agent,
 interrupted again while it waited for its ranks to stop, left them stopping unwatched.
+Either one reaches the ranks as SIGINT, so a SIGTERM stops them as Ctrl-C does (a save in
+flight commits), and this process exits 143 for it, 130 for Ctrl-C.
 
 A rendezvous that cannot form ends in one line naming `--rdzv-endpoint` and what to do, not
 torch's traceback after a silent wait (`_rendezvous_failed`); a one-machine run whose
@@ -54,6 +56,7 @@ from cli.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_PEER_LOST,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     INTERRUPTED_RANKS,
     LOST_PEERS,
@@ -338,29 +341,52 @@ def _quiet_timer_finalizer() -> None:
     sys.unraisablehook = hook
 
 
+# Where torch's agent reads the signals it handles itself, and torchrun's option naming them
+SIGNALS_HANDLED = "TORCHELASTIC_SIGNALS_TO_HANDLE"
+SIGNALS_OPTION = "PET_SIGNALS_TO_HANDLE"
+# The signals that stopped this process (the first one only: `_stop_once`)
+_stopped_by: list[int] = []
+
+
 def _stop_once() -> None:
     """Have SIGINT and SIGTERM stop torch's agent as its own handler does (it raises
     SignalException, and the agent passes the signal on to the ranks and waits for them),
     but only the first one: a second (the launching mfsdp passes on what the process group
     got too) raised again inside that wait, and this process ended while its ranks were
-    still stopping. The agent is told to leave these two signals to this handler."""
+    still stopping. The agent is told to leave these two signals to this handler (in
+    TORCHELASTIC_SIGNALS_TO_HANDLE, which it reads as it starts the ranks, and in
+    PET_SIGNALS_TO_HANDLE, the default of torchrun's `--signals-to-handle`, which newer
+    torch copies over the former: its own handler then took both signals again).
+
+    Either signal reaches the ranks as SIGINT, which each rank handles as Ctrl-C (an async
+    save in flight commits, a save cut short removes its temp dir): a rank keeps SIGTERM's
+    default, since the agent stops the ranks left after one failed with it, so a SIGTERM
+    passed on as it came killed every rank mid-save and left `global_step_N.tmp/`. This
+    process still ends as SIGTERM's (`_signal_code`)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    signals = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    signals = os.environ.get(SIGNALS_OPTION) or os.environ.get(
+        SIGNALS_HANDLED, "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+    )
     kept = [name for name in signals.split(",") if name.strip() not in ("SIGINT", "SIGTERM")]
-    os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = ",".join(kept or ["SIGHUP"])
-    stopping: list[int] = []
+    for variable in (SIGNALS_HANDLED, SIGNALS_OPTION):
+        os.environ[variable] = ",".join(kept or ["SIGHUP"])
 
     def stop(signum: int, _frame: Any) -> None:
-        if stopping:
+        if _stopped_by:
             return
-        stopping.append(signum)
+        _stopped_by.append(signum)
         sig = signal.Signals(signum)
-        raise SignalException(f"Process {os.getpid()} got signal: {sig}", sigval=sig)
+        raise SignalException(f"Process {os.getpid()} got signal: {sig}", sigval=signal.SIGINT)
 
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
             signal.signal(sig, stop)
+
+
+def _signal_code() -> int:
+    """The exit code of a run a signal to this process stopped: 143 for SIGTERM, else 130."""
+    return EXIT_TERMINATED if signal.SIGTERM in _stopped_by else EXIT_INTERRUPTED
 
 
 def main(argv: list[str]) -> int:
@@ -426,7 +452,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             print(json_text({"error": printable(error), "exit_code": code}))
         return code
     except (KeyboardInterrupt, SignalException):
-        return 0 if result_said() else EXIT_INTERRUPTED  # the ranks have stopped by now
+        return 0 if result_said() else _signal_code()  # the ranks have stopped by now
     except (RendezvousError, DistError) as err:  # the agent's rendezvous, or its store
         if result_said():
             return 0

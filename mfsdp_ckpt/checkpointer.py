@@ -159,6 +159,7 @@ class Checkpointer:
         self._stager = HostStager()
         self._pending: threading.Thread | None = None
         self._pending_error: BaseException | None = None
+        self._pending_done = threading.Event()  # set as the thread `_pending` ends
         if _rank() == 0:  # a dangling link or a file on its path: one line naming it
             require_writable_dir("run_dir", self.run_dir)
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -229,6 +230,7 @@ class Checkpointer:
             self._pending = threading.Thread(
                 target=self._save_in_background, args=(staged, writer, pending), daemon=False
             )
+            self._pending_done.clear()
             self._pending.start()
         else:
             # GPU shards go to host first, in one pass of non-blocking copies: DCP's writer
@@ -255,7 +257,7 @@ class Checkpointer:
     def wait(self) -> None:
         """Block until an async save in flight is committed; re-raise its failure here."""
         if self._pending is not None:
-            self._pending.join()
+            self._await_pending(self._pending)
             self._pending = None
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
@@ -271,8 +273,16 @@ class Checkpointer:
         from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred
 
         with ctrl_c_deferred():
-            self._pending.join()
+            self._await_pending(self._pending)
         self._pending, self._pending_error = None, None
+
+    def _await_pending(self, thread: threading.Thread) -> None:
+        """Wait until the save in flight has ended. Its thread sets `_pending_done` as it
+        ends, which is waited on before the join: a Ctrl-C landing in `Thread.join` (Python
+        before 3.13) marks a thread still running as stopped, so the join in `settle`
+        returned at once and the run exited mid-save, leaving `global_step_N.tmp/` behind."""
+        self._pending_done.wait()
+        thread.join()
 
     def close(self) -> None:
         self.wait()
@@ -284,6 +294,8 @@ class Checkpointer:
             self._write(staged, writer, pending)
         except BaseException as err:  # surfaced by wait() in the training thread
             self._pending_error = err  # a CheckpointSaveError naming the step (`_write`)
+        finally:
+            self._pending_done.set()
 
     def _finish(self, pending: _PendingSave, hashed: dict[str, FileRecord]) -> None:
         """`hashed`: records of files hashed while written (by file name); the others are

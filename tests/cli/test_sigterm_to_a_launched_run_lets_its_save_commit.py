@@ -1,0 +1,120 @@
+"""SIGTERM to the `mfsdp` that launched `--nproc-per-node 2` (`kill PID`, a scheduler's stop)
+ends the run as Ctrl-C does: an asynchronous save in flight commits before the ranks exit,
+one line names the signal and the checkpoint, exit 143, and no process of the run is left.
+torchrun passed the SIGTERM on to the ranks as it came, and a rank, which keeps SIGTERM's
+default (torchrun also stops the ranks left after one failed with it), was killed mid-save:
+its `global_step_N.tmp/` stayed in the run dir. A SIGTERM to torchrun alone ends the same way
+(it was said as a Ctrl-C, exit 130)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from mfsdp_ckpt.format import run_steps
+from tests.support.cli_errors import error_prefixed_lines
+from tests.support.launched_sft import launch_tiny_sft
+from tests.support.metrics import read_metrics
+from tests.support.sft import write_chat_jsonl
+
+HELD = "MFSDP_TEST_HELD_SAVES"  # read by the sitecustomize below, in the ranks alone
+HOLD_SECONDS = 3.0  # how long each rank's background save waits before it goes on
+# In each rank: a background (async) save leaves a mark named RANK.STEP in the folder HELD
+# names, then waits HOLD_SECONDS before writing its files, so a signal comes while it is
+# in flight.
+SITECUSTOMIZE = f"""import os
+if os.environ.get({HELD!r}) and "RANK" in os.environ:
+    import threading, time
+    from mfsdp_ckpt.checkpointer import Checkpointer
+    _write = Checkpointer._write
+    def _held_write(self, state_dict, writer, pending):
+        if threading.current_thread() is not threading.main_thread():
+            mark = os.path.join(os.environ[{HELD!r}], f"{{os.environ['RANK']}}.{{pending.step}}")
+            open(mark, "w").close()
+            time.sleep({HOLD_SECONDS})
+        _write(self, state_dict, writer, pending)
+    Checkpointer._write = _held_write
+"""
+
+
+def _wait_for(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "stop, code, said",
+    [
+        (lambda launcher, _torchrun: os.kill(launcher, signal.SIGTERM), 143, "SIGTERM: "),
+        (lambda _launcher, torchrun: os.kill(torchrun, signal.SIGTERM), 143, "SIGTERM: "),
+        (lambda launcher, _torchrun: os.killpg(launcher, signal.SIGINT), 130, ""),  # Ctrl-C
+    ],
+    ids=["sigterm-to-the-launcher", "sigterm-to-torchrun-alone", "ctrl-c"],
+)
+def test_a_signal_lets_an_async_save_in_flight_commit(tmp_path, monkeypatch, stop, code, said):
+    """Ctrl-C too: a Ctrl-C landing in the wait for the save in flight (Python's
+    `Thread.join`) marked its thread as ended, and the rank exited mid-save."""
+    from cli.torchrun import run_processes
+
+    site, held = tmp_path / "site", tmp_path / "held"
+    site.mkdir()
+    held.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    monkeypatch.setenv(HELD, str(held))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    )
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
+    process = launch_tiny_sft(
+        tmp_path,
+        f"data.train_files={data}",
+        "trainer.total_steps=100000",
+        "checkpoint.save_every=1",
+        "checkpoint.async_save=true",
+        "trainer.log_every=1",
+    )
+    _wait_for(held / "0.2", timeout=240)  # rank 0's save of step 2 is in flight
+    torchrun, launch_id = _torchrun_of(process.pid)
+    stop(process.pid, torchrun)
+    _out, stderr = process.communicate(timeout=120)
+    run = tmp_path / "run"
+    assert process.returncode == code, stderr
+    assert sorted(p.name for p in run.iterdir() if p.name.endswith(".tmp")) == [], stderr
+    newest = run_steps.read_tracker(run)
+    assert newest is not None and newest >= 2, stderr  # the save in flight committed
+    assert run_steps.list_complete_steps(run)[-1] == newest
+    reached = max(record["step"] for record in read_metrics(run))
+    assert error_prefixed_lines(stderr) == [
+        f"error: {said}interrupted after step {reached}; the newest checkpoint is"
+        f" {run}/global_step_{newest}: run the same command again to resume from it"
+    ], stderr
+    assert run_processes(launch_id) == [], "a process of the run outlived the command"
+
+
+def _torchrun_of(launcher: int) -> tuple[int, str]:
+    """The pid of the torchrun `launcher` started and the LAUNCH_ID it gave it (cli/launch.py
+    `run_ranks`), read from torchrun's environment: the mark every process of the run
+    carries."""
+    from cli.torchrun import LAUNCH_ID
+
+    mark = f"{LAUNCH_ID}=".encode()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) != launcher:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                names = handle.read().split(b"\0")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(mark):
+                return int(entry), name[len(mark) :].decode()
+    raise AssertionError(f"no child of pid {launcher} carries {LAUNCH_ID}")
