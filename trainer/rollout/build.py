@@ -18,7 +18,7 @@ from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_confi
 from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
 from trainer.rollout.token_ids import checked_token_id
-from trainer.rollout.vllm_engine import VLLMRolloutError, vllm_available
+from trainer.rollout.vllm_engine import VLLMRolloutError, vllm_available, vllm_reason
 
 
 def engine_name(requested: str) -> str:
@@ -137,12 +137,14 @@ def build_rollout_engine(
         )
     except ValueError as err:  # pydantic's ValidationError is one
         refusal = _context_refusal(err)
-        if refusal is None:
-            raise
+        if refusal is None:  # its KV cache not fitting the memory free, and the like
+            raise VLLMRolloutError.of(f"vLLM failed to start: {vllm_reason(err)}") from None
         raise ConfigError(
             f"data.max_prompt_length + rollout.max_response_length = {max_model_len} tokens:"
             f" vLLM refuses it for this model ({refusal}); lower them"
         ) from None
+    except RuntimeError as err:  # its engine core failing as it starts
+        raise VLLMRolloutError.of(f"vLLM failed to start: {vllm_reason(err)}") from None
     engine.eos_token_ids = eos
     return engine
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
 
@@ -52,6 +53,19 @@ class VLLMRolloutError(MfsdpFailedError):
         return cls(
             f"rollout vllm (rollout.name=vllm, or auto where vLLM is installed): {reason}; {USE_HF}"
         )
+
+
+_MAX_REASON_CHARS = 400  # vLLM's sentences run to ~250 characters (its KV cache refusal)
+
+
+def vllm_reason(err: BaseException) -> str:
+    """vLLM's reason for `err` in one line: the first line of its message, or a pydantic
+    error's `Value error, ...` line (its first line only counts the errors), bounded."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("Value error, "):
+            return cut_to(line.removeprefix("Value error, "), _MAX_REASON_CHARS)
+    return cut_to(lines[0], _MAX_REASON_CHARS) if lines else type(err).__name__
 
 
 def vllm_logs_to_stderr() -> None:
@@ -169,8 +183,7 @@ class VLLMRolloutEngine(RolloutEngine):
             raise  # the run's memory advice, not another engine
         except RuntimeError as err:
             self.close()  # now, while the process group vLLM's shutdown tears down still exists
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise VLLMRolloutError.of(f"vLLM failed to generate: {reason}") from None
+            raise VLLMRolloutError.of(f"vLLM failed to generate: {vllm_reason(err)}") from None
         responses, logprobs, prompt_index = [], [], []
         for request_index, output in enumerate(outputs):
             for completion in output.outputs:
