@@ -23,8 +23,12 @@ from types import MappingProxyType
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
+from trainer.yaml_spelling import yaml_spelling
 
 MAX_SHOWN_CHARS = 80
+# A container whose Python spelling runs longer keeps it: PyYAML's emitter takes seconds over
+# the list a 1 MiB config can hold, and the line shows MAX_SHOWN_CHARS of it
+_YAML_SPELT_CHARS = 4096
 
 # key -> (the text typed after `key=`, the value YAML read it as), while the loader reads
 # the command line; empty otherwise, so a config file's value is never quoted by it
@@ -68,7 +72,7 @@ def typed_text(key: str, value: Any) -> str | None:
 
 def shown_value(value: Any, key: str | None = None) -> str:
     """The override's text where `value` is the override of `key` (`typed_text`), else
-    `repr(value)` cut to MAX_SHOWN_CHARS characters (`cut_to`: its start and end, and how
+    `value` as YAML writes it (`yaml_spelling`) cut to MAX_SHOWN_CHARS characters (`cut_to`: its start and end, and how
     many were left out between them); an integer of more digits shows its
     first 40 and says how many it has (or that it has more than Python writes)."""
     typed = None if key is None else typed_text(key, value)
@@ -78,6 +82,8 @@ def shown_value(value: Any, key: str | None = None) -> str:
         text = repr(value)
     except ValueError:  # an int past sys.get_int_max_str_digits(), the one repr that fails
         return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    if isinstance(value, str) or len(text) <= _YAML_SPELT_CHARS:
+        text = yaml_spelling(value)
     if len(text) <= MAX_SHOWN_CHARS:
         return text
     if isinstance(value, int):

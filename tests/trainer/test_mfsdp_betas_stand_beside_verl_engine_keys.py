@@ -125,7 +125,7 @@ def test_a_selection_is_refused_once_as_typed(typed, said, with_file, tmp_path):
         (
             "trainer:\n  logger: [console, file]\n",
             "trainer.logger=[console,file]",
-            "'trainer.logger[1]' expects one of console | jsonl | tensorboard | wandb, got 'file'",
+            "'trainer.logger[1]' expects one of console | jsonl | tensorboard | wandb, got file",
         ),
         (
             "trainer:\n  device: npu\n",

@@ -82,11 +82,11 @@ def test_a_config_files_value_is_not_quoted_by_an_overrides_text(tmp_path):
 
 def test_a_value_a_rule_made_is_not_quoted_by_the_text_it_came_from():
     """verl's `-1` ("no limit") is null here: the text `-1` names no null, so a refusal of
-    the null quotes it as Python writes it."""
+    the null quotes it as YAML writes it."""
     with overrides_typed({"optim.lr": ("1e-5", "1e-5"), "trainer.seed": ("-1", -1)}):
         assert typed_text("optim.lr", 1e-5) == "1e-5"  # the number YAML 1.1 read as text
         assert typed_text("trainer.seed", None) is None
-        assert shown_value(None, "trainer.seed") == "None"
+        assert shown_value(None, "trainer.seed") == "null"
         assert typed_text("+optim.lr", "1e-5") == "1e-5"  # Hydra's `+key=`
     assert typed_text("optim.lr", 1e-5) is None  # the command line read, nothing is typed
 
