@@ -8,28 +8,33 @@ themselves, as plain JSON, before anything loads: tokenizer.json's vocab (merges
 tokens of it), its added tokens and post-processor's special tokens, tokenizer_config.json's
 added tokens and the special tokens it names (one not in the vocab is added by transformers
 with a new id), and the bos/eos/pad ids of config.json and generation_config.json. The
-largest id past `vocab_size` is refused in one line naming the file, the token and its id; a
+largest id past `vocab_size` is refused in one line naming the file, the token and its id,
+and so is a negative id of tokenizer.json (the `tokenizers` library reads ids as unsigned,
+and fails on one in every rank as it loads the file); a
 3-million-entry vocab is refused in the seconds its JSON takes to parse, not after every
-rank built the tokenizer from it. Each rank checks again from the tokenizer it loaded
-(`check_loaded_tokenizer`), for a tokenizer without tokenizer.json.
+rank built the tokenizer from it. Each file is read once. config.json's and
+generation_config.json's ids are compared with `vocab_size` only: a negative one is no id a
+tokenizer emits but a "none" older LLaMA configs give (`pad_token_id: -1`), which
+transformers and the run take as they always did. Each rank checks again from the tokenizer
+it loaded (`check_loaded_tokenizer`), for a tokenizer without tokenizer.json.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
-from mfsdp_ckpt.convert.asset_rewrites import generation_config_problem
-from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_BYTES
+from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_BYTES, MAX_JSON_ASSET_CONTAINERS
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.unique_json import loads_unique, too_many_containers
 from trainer.config import ConfigError
 from trainer.model_assets import TOKENIZER_CONFIG_FILE, read_json_asset
 
@@ -68,19 +73,35 @@ def past_vocab(found: TokenId, vocab_size: int) -> str:
     )
 
 
+def negative_id(found: TokenId) -> str:
+    """The line refusing `found`, a negative id."""
+    named = f"token {cut_to(repr(found.token), 80)} has id" if found.token is not None else "id"
+    return (
+        f"{found.where}: {named} {found.id}, not a token id (ids are 0 or more; the"
+        " tokenizers library fails on the file as it loads it)"
+    )
+
+
 def check_token_ids(tokenizer_dir: Path, model_dir: Path | None, vocab_size: int) -> None:
     """ConfigError unless every id the tokenizer in `tokenizer_dir` (and the config and
-    generation config of `model_dir`) can emit is below `vocab_size`, and the tokens
-    tokenizer_config.json adds fit beside the vocab: see the module docstring."""
+    generation config of `model_dir`) can emit is below `vocab_size`, tokenizer.json's are
+    none negative, and the tokens tokenizer_config.json adds fit beside the vocab: see the
+    module docstring."""
     vocab = _TokenizerJson(tokenizer_dir / TOKENIZER_FILE)
-    ids = [*vocab.ids(), *_added_in_config(tokenizer_dir / TOKENIZER_CONFIG_FILE)]
+    ids = vocab.ids()
+    smallest = min(ids, key=lambda found: found.id, default=None)
+    if smallest is not None and smallest.id < 0:
+        raise ConfigError(negative_id(smallest))
+    config_path = tokenizer_dir / TOKENIZER_CONFIG_FILE
+    config = _json_or_none(config_path)
+    ids += _added_in_config(config_path, config)
     if model_dir is not None:  # the model's own ids (a borrowed tokenizer dir's are not read)
-        ids += _config_ids(model_dir / HF_CONFIG_FILE)
+        ids += _ids_of(model_dir / HF_CONFIG_FILE, _json_or_none(model_dir / HF_CONFIG_FILE))
         ids += _generation_ids(model_dir / GENERATION_CONFIG_FILE)
     largest = max(ids, key=lambda found: found.id, default=None)
     if largest is not None and largest.id >= vocab_size:
         raise ConfigError(past_vocab(largest, vocab_size))
-    added = _special_tokens_not_in(tokenizer_dir / TOKENIZER_CONFIG_FILE, vocab)
+    added = _special_tokens_not_in(config, vocab)
     count = vocab.count + len(added)
     if added and count > vocab_size:
         raise ConfigError(
@@ -132,10 +153,11 @@ class _TokenizerJson:
         return token in self.vocab or token in self.added
 
     def ids(self) -> list[TokenId]:
-        """The vocab's largest id, and each id of the added and post-processor tokens."""
+        """The vocab's largest and smallest ids, and each id of the added and post-processor
+        tokens."""
         where = str(self.path)
-        top = _largest(self.vocab)
-        found = [TokenId(where, top, self.vocab[top])] if top is not None else []
+        ends = dict.fromkeys((_extreme(self.vocab, max), _extreme(self.vocab, min)))
+        found = [TokenId(where, token, self.vocab[token]) for token in ends if token is not None]
         found += [
             TokenId(f"{where} [added_tokens]", token, id_)
             for token, id_ in self.added.items()
@@ -147,15 +169,17 @@ class _TokenizerJson:
         ]
 
 
-def _largest(vocab: dict[str, Any]) -> str | None:
-    """The token of `vocab`'s largest id, None for an empty vocab; compared in C where every
-    id is an integer (a 3-million-entry vocab in a fraction of a second)."""
+def _extreme(vocab: dict[str, Any], pick: Callable[..., Any]) -> str | None:
+    """The token of `vocab`'s largest (`pick` max) or smallest (min) id, None for an empty
+    vocab; compared in C where every id is an integer (a 3-million-entry vocab in a fraction
+    of a second)."""
     if not vocab:
         return None
     try:
-        return max(vocab, key=vocab.__getitem__)
+        return pick(vocab, key=vocab.__getitem__)
     except TypeError:  # an id that is no number: transformers refuses the file itself
-        return max((t for t, i in vocab.items() if _is_id(i)), key=vocab.__getitem__, default=None)
+        ids = (token for token, id_ in vocab.items() if _is_id(id_))
+        return pick(ids, key=vocab.__getitem__, default=None)
 
 
 def _checked_json(path: Path) -> Any:
@@ -192,9 +216,9 @@ def _processor_ids(processor: Any) -> Iterator[tuple[str | None, int]]:
 _ID_DIGITS = 19
 
 
-def _added_in_config(path: Path) -> list[TokenId]:
-    """tokenizer_config.json's added_tokens_decoder: id (the key) -> token."""
-    data = read_json_asset(path) if os.path.lexists(path) else None
+def _added_in_config(path: Path, data: Any) -> list[TokenId]:
+    """tokenizer_config.json's added_tokens_decoder (`data`, from `path`): id (the key) ->
+    token."""
     decoder = data.get("added_tokens_decoder") if isinstance(data, dict) else None
     if not isinstance(decoder, dict):
         return []
@@ -209,11 +233,10 @@ def _added_in_config(path: Path) -> list[TokenId]:
     ]
 
 
-def _special_tokens_not_in(path: Path, vocab: _TokenizerJson) -> list[str]:
-    """The special tokens tokenizer_config.json names that `vocab` lacks (transformers adds
-    each); none where tokenizer.json gave no vocab to compare with."""
-    data = read_json_asset(path) if vocab.count and os.path.lexists(path) else None
-    if not isinstance(data, dict):
+def _special_tokens_not_in(data: Any, vocab: _TokenizerJson) -> list[str]:
+    """The special tokens tokenizer_config.json (its `data`) names that `vocab` lacks
+    (transformers adds each); none where tokenizer.json gave no vocab to compare with."""
+    if not vocab.count or not isinstance(data, dict):
         return []
     named = [data.get(key) for key in SPECIAL_TOKEN_KEYS]
     for key in SPECIAL_TOKEN_LISTS:
@@ -229,9 +252,15 @@ def _special_tokens_not_in(path: Path, vocab: _TokenizerJson) -> list[str]:
     return list(dict.fromkeys(missing))
 
 
-def _config_ids(path: Path) -> list[TokenId]:
-    """The token ids (ID_KEYS) config.json or generation_config.json gives."""
-    data = read_json_asset(path) if os.path.lexists(path) else None
+def _json_or_none(path: Path) -> Any:
+    """The JSON of a model or tokenizer dir's file (`read_json_asset`), None where there is
+    no such file."""
+    return read_json_asset(path) if os.path.lexists(path) else None
+
+
+def _ids_of(path: Path, data: Any) -> list[TokenId]:
+    """The token ids (ID_KEYS) config.json or generation_config.json (`data`, from `path`)
+    gives."""
     if not isinstance(data, dict):
         return []
     return [
@@ -243,18 +272,23 @@ def _config_ids(path: Path) -> list[TokenId]:
 
 
 def _generation_ids(path: Path) -> list[TokenId]:
-    """generation_config.json's ids; none from one that is no JSON, which transformers' model
-    loader skips and the run leaves out of its checkpoints with a note of its own
-    (`model_assets.unparsable_generation_config`)."""
+    """generation_config.json's ids, read and parsed once; none from one that is no JSON,
+    which transformers' model loader skips and the run leaves out of its checkpoints with a
+    note of its own (`model_assets.unparsable_generation_config`)."""
     if not os.path.lexists(path):
         return []
     try:
         text = safe_files.read_text(path, MAX_JSON_ASSET_BYTES)
     except CheckpointFileError as err:
         raise ConfigError(str(err)) from None
-    if generation_config_problem(text.encode()) is not None:
+    crowded = too_many_containers(text, MAX_JSON_ASSET_CONTAINERS)
+    if crowded is not None:
+        raise ConfigError(f"{path}: {crowded}")
+    try:
+        data = loads_unique(text)
+    except ValueError:  # no JSON (`asset_rewrites.generation_config_problem`)
         return []
-    return _config_ids(path)
+    return _ids_of(path, data)
 
 
 def _is_id(value: Any) -> TypeGuard[int]:
