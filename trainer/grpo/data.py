@@ -47,6 +47,9 @@ from trainer.rewards.dispatch import (
     no_text_to_compare,
 )
 
+# what a row gives besides its prompt (`data.prompt_key`): the reward's inputs
+RL_COLUMNS = ("reward_model", "data_source", "extra_info")
+
 
 class RLDataError(MfsdpUsageError, ValueError):
     """A row cannot become a prompt; the message names the file, row and reason."""
@@ -148,7 +151,10 @@ def load_rl_prompts(
     """(prompts, number of rows dropped for being longer than data.max_prompt_length).
     `custom_reward`: a `reward.path` function scores the rows, which may take a ground truth
     the built-in rules cannot (a list, a dict)."""
-    rows, origins = read_rows_with_origins(files)
+    # the columns a row is read through, those verl's RLHFDataset and reward manager read
+    # (others whose values Python cannot hold are left out with a note, as SFT's: files.py)
+    read = (cfg.prompt_key, *RL_COLUMNS)
+    rows, origins = read_rows_with_origins(files, read)
     rows = rows[:limit]
     prompts, dropped, shortest = [], 0, math.inf
     # a prompt over the limit is dropped with the filter on, refused with it off
