@@ -315,14 +315,25 @@ def load_config(
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
         if _holds_verl_keys(cls, loaded):
             _unset_verl_nulls(cls, tree, source)
-    config = _build_config(cls, tree, source)  # the file alone, so errors name the file
+    try:  # the file alone first, so an error of its own names the file
+        config, file_error = _build_config(cls, tree, source), None
+    except ConfigError as err:  # unless an override mends it (`trainer.device=cpu` over `npu`)
+        config, file_error = None, err
     with overrides_typed(typed):  # an error quotes an override's value as it was typed
         adopted = verl_keys.adopt_pairs(cls, pairs, COMMAND_LINE, file_keys)
         if not adopted:
+            if config is None:
+                raise cast(ConfigError, file_error)
             return check_across_keys(config)
         for key, value in adopted:
             set_dotted(tree, key, value)
-        return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
+        try:
+            merged = _build_config(cls, tree, COMMAND_LINE)
+        except ConfigError:
+            if file_error is not None:  # the file's own problem, which no override mended
+                raise file_error from None
+            raise
+        return check_across_keys(merged)
 
 
 def _unset_verl_nulls(cls: type, tree: dict[str, Any], source: str, prefix: str = "") -> None:
