@@ -688,7 +688,7 @@ def load_plain_metadata_file(file: BinaryIO, size: int, source: str) -> tuple[Me
     return metadata, size - consumed
 
 
-# Bytes read from a .metadata file at a time: the unpickler reads an opcode at a time.
+# Bytes read from a .metadata file at a time: the unpickler asks for restricted_pickle.WINDOW.
 READ_BUFFER_BYTES = 1 << 20
 
 

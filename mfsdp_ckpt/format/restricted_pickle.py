@@ -34,12 +34,14 @@ Errors are `PickleRefused` with one line; callers add the file name.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import io
 import pickle
 import pickletools
+import struct
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, BinaryIO, ClassVar, cast
 
 from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -179,9 +181,11 @@ _PLAIN_OPS = (
     "STACK_GLOBAL",
 )
 
-# Plain opcodes whose argument is a length the pickle declares (4 or 8 bytes), then that many
-# bytes: read with `_read_file`, so no declared length allocates more than the file holds.
-_COUNTED_OPS = ("BINUNICODE", "BINUNICODE8", "BINBYTES", "BINBYTES8")
+# A file is read into a window of WINDOW bytes; while more follows, the loop stops
+# WINDOW_SLACK bytes before the window's end (an inline opcode's longest argument: a short
+# string's length byte and 255 bytes), so an inline opcode's argument is always in it.
+WINDOW = 1 << 20
+WINDOW_SLACK = 512
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,13 +245,18 @@ def _hashable_key(value: Any) -> bool:
     if isinstance(value, _SCALARS):
         return _collision_free((value,))
     state = getattr(value, "__dict__", None)
-    if not (
-        dataclasses.is_dataclass(value)
-        and isinstance(state, dict)
-        and all(_short_flat_tuple(v) or isinstance(v, _SCALARS) for v in state.values())
-    ):
+    if not (dataclasses.is_dataclass(value) and isinstance(state, dict)):
         return False
-    leaves = [leaf for v in state.values() for leaf in (v if isinstance(v, tuple) else (v,))]
+    leaves: list = []  # a record's fields, its tuples' items in their place
+    for field in state.values():
+        if isinstance(field, tuple):
+            if not _short_flat_tuple(field):
+                return False
+            leaves += field
+        elif isinstance(field, _SCALARS):
+            leaves.append(field)
+        else:
+            return False
     return _collision_free(tuple(leaves))
 
 
@@ -260,10 +269,13 @@ def _collision_free(leaves: tuple) -> bool:
     int tuple, a record of ints) has a hash anyone can solve for, so it needs a str or
     bytes among them; real checkpoints key by names, small ints and MetadataIndex (an fqn
     string with its offsets)."""
-    numbers = [leaf for leaf in leaves if not isinstance(leaf, (str, bytes))]
-    if any(isinstance(n, int) and not -MAX_HASH_INT < n < MAX_HASH_INT for n in numbers):
-        return False
-    return len(numbers) <= 1 or len(numbers) < len(leaves)
+    texts = 0
+    for leaf in leaves:
+        if isinstance(leaf, (str, bytes)):
+            texts += 1
+        elif isinstance(leaf, int) and not -MAX_HASH_INT < leaf < MAX_HASH_INT:
+            return False
+    return texts > 0 or len(leaves) <= 1
 
 
 def _check_table(allowed: dict[tuple[str, str], object]) -> None:
@@ -312,14 +324,17 @@ class RestrictedUnpickler(pickle._Unpickler):
         size: int | None = None,
     ):
         if isinstance(data, (bytes, bytearray)):
-            self._stream: Any = io.BytesIO(data)
-            self.size = len(data)
+            # the whole pickle is one window, read in place
+            self._stream: Any = None
+            self._buf, self.size = bytes(data), len(data)
         elif size is None:
             raise TypeError("a file to unpickle needs its size")
         else:
-            self._stream, self.size = data, size
+            self._stream, self.size, self._buf = data, size, b""
+        self._more = self._stream is not None  # the file may hold bytes past the window
+        self._base = self._pos = 0  # the window's offset in the pickle; the next byte's in it
         self._progress = progress
-        super().__init__(self._stream)
+        super().__init__(io.BytesIO())  # never read: `load` reads the window
         _check_table(allowed)
         if placeholders is not None:
             records = (*records, PlaceholderCall)
@@ -330,6 +345,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.charged = self.consumed = 0
         self._placeholders = placeholders
         self._admitted: dict[int, Any] = {id(v): v for v in allowed.values()}
+        # record class -> the fields a BUILD may fill, for those that set no state of their own
+        self._fields = {cls: _build_plan(cls)[1] for cls in records if not _build_plan(cls)[0]}
         # id -> a record this pickle created and has not BUILT yet (kept alive: ids stay unique)
         self._fresh: dict[int, Any] = {}
         self._persistent = persistent_load
@@ -354,56 +371,135 @@ class RestrictedUnpickler(pickle._Unpickler):
         return self._persistent(pid)
 
     def load(self) -> Any:
-        """The stdlib loop, reading straight from the bytes (FRAME is only a buffering hint,
-        so no unframer) and charging each opcode inline: per opcode, one C read, one cost
-        lookup and one call. A handler whose opcode retains more than its table cost (per
-        item it stores or argument it passes) returns the excess, charged before the next.
-        The memo's own opcodes, half of a DCP `.metadata`'s, run inline (no call)."""
-        stream = self._stream
-        # Arguments of at most 8 bytes (lengths, ints, memo indices) are read straight from
-        # the stream; an opcode declaring a length of its own reads through _read_file.
-        self.read = self._fast_read = stream.read
-        self.readline, self.readinto = stream.readline, stream.readinto
+        """The stdlib loop over a window of the pickle's bytes (FRAME is only a buffering
+        hint, so no unframer), charging each opcode inline. The opcodes a DCP `.metadata`
+        is made of (the memo's, half of it; records, their fields, small ints and names)
+        run inline: an index into the window, no call. The rest are the stdlib's handlers
+        or the guarded ones below, reading through `_read`. A handler whose opcode retains
+        more than its table cost (per item it stores or argument it passes) returns the
+        excess, charged before the next opcode.
+
+        A window ends WINDOW_SLACK bytes early while the file has more: an inline opcode's
+        argument (at most a short string's 256 bytes) is then always in it, and at the
+        pickle's true end an argument cut short reads short, as a file's read does."""
+        self.read, self.readline = self._read, self._readline
         self.metastack: list[list[Any]] = []
-        self.stack, self.proto, self.memo = [], 0, []
-        self.append = self.stack.append
-        read, dispatch, cost, memo = stream.read, self.dispatch, OPCODE_COST, self.memo
+        stack: list[Any] = []
+        self.stack, self.proto, self.memo = stack, 0, []
+        append = self.append = stack.append
+        metastack, memo, fresh, fields = self.metastack, self.memo, self._fresh, self._fields
+        dispatch, cost, reads = self.dispatch, OPCODE_COST, _READS_ARGUMENT
+        buf, pos, end = self._buf, 0, self._window_end()
         seen = 0 if self._grows else self.size  # the bytes `left` was last worked out for
         left = self._allowance(seen)
         # `left` below `floor`: over budget (floor 0), or time for a progress report
-        floor = 0 if self._progress is None else self._report(left)
+        floor = 0 if self._progress is None else self._report(left, 0)
+        # No collection while it reads: what it builds is all still held (stack, memo), so
+        # each pass the cycle collector makes over millions of new objects frees nothing;
+        # what it may allocate is bounded by the budget, not by collection.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             while True:
-                key = read(1)
-                if not key:
-                    raise EOFError
-                code = key[0]
+                if pos >= end:
+                    buf, pos, end = self._next_window(pos)
+                code = buf[pos]
+                pos += 1
                 left -= cost[code]
                 if left < floor:
                     if left < 0 and self._grows:
-                        left, seen = (
-                            left + self._allowance(now := stream.tell()) - self._allowance(seen),
-                            now,
-                        )
+                        now = self._base + pos
+                        left, seen = left + self._allowance(now) - self._allowance(seen), now
                     if left < 0:
                         raise PickleRefused(_over_budget(self._limit(seen), seen))
                     # after a growth too: `left` grew past a floor of 0, which alone
                     # would hold the next report back until the budget ran out again
                     if self._progress is not None:
-                        floor = self._report(left)
-                if code == _MEMOIZE:
-                    memo.append(self.stack[-1])
-                elif code in (_LONG_BINGET, _BINGET):
-                    index = int.from_bytes(read(4 if code == _LONG_BINGET else 1), "little")
+                        floor = self._report(left, self._base + pos)
+                if code == _LONG_BINGET:
+                    index = int.from_bytes(buf[pos : pos + 4], "little")
+                    pos += 4
                     if index >= len(memo):  # never negative: unsigned
                         raise pickle.UnpicklingError(f"Memo value not found at index {index}")
-                    self.append(memo[index])
+                    append(memo[index])
+                elif code == _MEMOIZE:
+                    memo.append(stack[-1])
+                elif code == _EMPTY_TUPLE:
+                    append(())
+                elif code == _MARK:
+                    metastack.append(stack)
+                    stack = self.stack = []
+                    append = self.append = stack.append
+                elif code == _BINGET:
+                    index = int.from_bytes(buf[pos : pos + 1], "little")
+                    pos += 1
+                    if index >= len(memo):
+                        raise pickle.UnpicklingError(f"Memo value not found at index {index}")
+                    append(memo[index])
+                elif code == _NEWOBJ:
+                    args, cls = stack.pop(), stack.pop()
+                    if isinstance(cls, type) and cls in fields and args == ():  # a record
+                        obj = cast(Any, cls).__new__(cls)  # mypy: `type.__new__`
+                        fresh[id(obj)] = obj
+                        append(obj)
+                    else:
+                        append(self._newobj(cls, args))
+                elif code == _BUILD:
+                    state = stack.pop()
+                    inst = stack[-1]
+                    names = fields.get(type(inst))
+                    if names is None:
+                        self._build(inst, state)
+                    elif fresh.pop(id(inst), None) is not inst:
+                        raise PickleRefused(_not_fresh(inst))
+                    else:
+                        _fill_fields(inst, state, names)
+                elif code == _SETITEMS:
+                    items = stack
+                    stack = self.stack = metastack.pop()
+                    append = self.append = stack.append
+                    left -= self._set_items(stack[-1], items)
+                elif code == _EMPTY_DICT:
+                    append({})
+                elif code == _BININT1:
+                    append(buf[pos])
+                    pos += 1
+                elif code == _SHORT_BINUNICODE:
+                    count = buf[pos]
+                    append(str(buf[pos + 1 : pos + 1 + count], "utf-8", "surrogatepass"))
+                    pos += 1 + count
+                elif code == _TUPLE:
+                    items = stack
+                    stack = self.stack = metastack.pop()
+                    append = self.append = stack.append
+                    append(tuple(items))
+                elif code == _BININT2:
+                    append(_UINT16(buf[pos : pos + 2])[0])
+                    pos += 2
+                elif code == _BININT:
+                    append(_INT32(buf[pos : pos + 4])[0])
+                    pos += 4
+                elif code == _NONE:
+                    append(None)
+                elif code == _TUPLE1:
+                    stack[-1] = (stack[-1],)
+                elif code == _TUPLE2:
+                    stack[-2:] = [(stack[-2], stack[-1])]
+                elif code == _BINPUT:
+                    self._put(buf[pos])
+                    pos += 1
+                elif code == _FRAME:
+                    pos += 8  # the frame's length: its bytes follow in the same stream
                 else:
+                    self._pos = pos  # where a handler's `_read` of its argument starts
                     excess = dispatch[code](self)
+                    if reads[code]:  # it may have moved the window on
+                        buf, pos, end = self._buf, self._pos, self._window_end()
+                    stack, append = self.stack, self.append  # a mark it pushed or popped
                     if excess:
                         left -= excess
         except pickle._Stop as stop:  # type: ignore[attr-defined]
-            self.consumed = stream.tell()
+            self.consumed = self._base + pos
             if self._grows:
                 left, seen = (
                     left + self._allowance(self.consumed) - self._allowance(seen),
@@ -415,24 +511,65 @@ class RestrictedUnpickler(pickle._Unpickler):
                 self._progress(self.size, self.size)
             return stop.value
         finally:
+            if collecting:
+                gc.enable()
             self.budget = self._limit(seen)
             self.charged = self.budget - left
 
-    def _read_file(self, count: int) -> bytes:
-        """An opcode's argument bytes from a file: a BytesIO returns what it has, but a
-        file's read allocates the length asked for first (BINUNICODE8 may declare 2**62)."""
-        if count > 1 << 16:
-            count = min(count, max(0, self.size - self._stream.tell()))
-        return self._stream.read(count)
+    # ------------------------------------------------------------------ the window
+    # A file is read WINDOW bytes at a time into `_buf` (bytes given are one window): the
+    # loop indexes it, where a file's read(1) per opcode cost a C call each.
+    def _window_end(self) -> int:
+        """Where the loop must stop indexing the window: WINDOW_SLACK before its end while
+        the file has more, its end once the file has none."""
+        return len(self._buf) - WINDOW_SLACK if self._more else len(self._buf)
 
-    def _counted(self, handler: Callable) -> Any:
-        """Run the stdlib `handler` of an opcode whose argument is as long as it declares,
-        reading through `_read_file`."""
-        self.read = self._read_file
-        try:
-            return handler(self)
-        finally:
-            self.read = self._fast_read
+    def _next_window(self, pos: int) -> tuple[bytes, int, int]:
+        """The window moved on to start at `pos` (buf, pos, end for the loop); EOFError
+        when the pickle's bytes end there."""
+        self._pos = pos
+        while self._more and pos >= self._window_end():
+            self._fill(len(self._buf) - pos + WINDOW)
+            pos = self._pos
+        if pos >= len(self._buf):
+            raise EOFError
+        return self._buf, pos, self._window_end()
+
+    def _fill(self, want: int) -> None:
+        """Read until the window holds `want` bytes from `_pos`, or the file ends, WINDOW
+        bytes at a time at least; a declared length past that reads no more than the file
+        has left (a file's read allocates the length asked for first: BINUNICODE8 may
+        declare 2**62)."""
+        kept = self._buf[self._pos :]
+        self._base += self._pos
+        self._pos = 0
+        need = want - len(kept)
+        if need > WINDOW:
+            need = max(WINDOW, min(need, self.size - self._base - len(kept)))
+        parts = [kept]
+        while need > 0:
+            chunk = self._stream.read(max(need, WINDOW))
+            if not chunk:
+                self._more = False
+                break
+            parts.append(chunk)
+            need -= len(chunk)
+        self._buf = b"".join(parts)
+
+    def _read(self, count: int) -> bytes:
+        """`count` bytes of an opcode's argument, or what is left of the pickle."""
+        if self._pos + count > len(self._buf) and self._more:
+            self._fill(count)
+        start = self._pos
+        data = self._buf[start : start + count]
+        self._pos = start + len(data)
+        return data
+
+    def _readline(self) -> bytes:
+        """An opcode's argument up to and with its newline, or what is left of the pickle."""
+        while (found := self._buf.find(b"\n", self._pos)) < 0 and self._more:
+            self._fill(len(self._buf) - self._pos + WINDOW)
+        return self._read(len(self._buf) - self._pos if found < 0 else found + 1 - self._pos)
 
     def _limit(self, read: int) -> int:
         """The budget once `read` bytes of the pickle are read."""
@@ -444,14 +581,11 @@ class RestrictedUnpickler(pickle._Unpickler):
         it is worked out again, for the bytes read by then, each time it runs out."""
         return self._limit(read) - TEXT_PER_BYTE * read
 
-    def _report(self, left: int) -> int:
-        """Report the bytes read so far; the budget left at which to report next."""
+    def _report(self, left: int, read: int) -> int:
+        """Report the `read` bytes read so far; the budget left at which to report next."""
         assert self._progress is not None
-        self._progress(self._stream.tell(), self.size)
+        self._progress(read, self.size)
         return max(0, left - PROGRESS_EVERY)
-
-    def _load_frame(self) -> None:
-        self.read(8)  # the frame's length: the bytes follow in the same stream
 
     # ------------------------------------------------------------------ the memo, a list
     # Picklers number memo entries in order (PUT n where n is the count so far; MEMOIZE
@@ -491,6 +625,10 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise PickleRefused(f"SETITEM on a {type(target).__name__}")
         if len(items) % 2:
             raise PickleRefused("SETITEMS with an odd number of items")
+        keys = items[::2]
+        if set(map(type, keys)) <= _STR_ONLY:  # names: nearly every key a checkpoint has
+            target.update(zip(keys, items[1::2]))
+            return (ENTRY if type(target) is dict else ORDERED_ENTRY) * len(keys)
         for i in range(0, len(items), 2):
             if not _hashable_key(items[i]):
                 raise PickleRefused(
@@ -593,11 +731,11 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.stack[-1], excess = self._call(self.stack[-1], args)
         return excess
 
-    def _load_newobj(self) -> None:
-        args, cls = self.stack.pop(), self.stack.pop()
+    def _newobj(self, cls: Any, args: Any) -> Any:
+        """NEWOBJ of what `load` does not build inline: a placeholder's call, a record that
+        sets its own state, or a refusal."""
         if isinstance(cls, Placeholder):
-            self.append(self._placeholder_call(cls, args))
-            return
+            return self._placeholder_call(cls, args)
         if not (isinstance(cls, type) and cls in self._record_set) or args != ():
             raise PickleRefused(
                 f"NEWOBJ of {getattr(cls, '__name__', type(cls).__name__)} is not admitted"
@@ -605,31 +743,41 @@ class RestrictedUnpickler(pickle._Unpickler):
         record: Any = cls  # a record class; mypy would resolve `__new__` on `type` itself
         obj = record.__new__(record)
         self._fresh[id(obj)] = obj
-        self.append(obj)
+        return obj
 
-    def _load_build(self) -> None:
-        state = self.stack.pop()
-        inst = self.stack[-1]
+    def _build(self, inst: Any, state: Any) -> None:
+        """BUILD of what `load` does not fill inline: a record that sets its own state, or
+        a refusal."""
         cls = type(inst)
         if cls not in self._record_set or self._fresh.pop(id(inst), None) is not inst:
-            raise PickleRefused(f"BUILD on a {cls.__name__} this pickle did not just create")
+            raise PickleRefused(_not_fresh(inst))
         own_setstate, names = _build_plan(cls)
         if own_setstate:
             inst.__setstate__(state)
             return
-        if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
-            state = state[0]
-        # keys that are all field names are all str: a field name equals no other type
-        if not isinstance(state, dict) or not names.issuperset(state):
-            raise PickleRefused(f"BUILD of {cls.__name__} with fields it does not have")
-        for key, value in state.items():
-            object.__setattr__(inst, key, value)
+        _fill_fields(inst, state, names)
 
     def _load_long4(self) -> None:
         raise PickleRefused("LONG4: an integer of more than 255 bytes is not checkpoint data")
 
     def _load_persid(self) -> None:
         self.stack[-1] = self.persistent_load(self.stack[-1])
+
+
+def _not_fresh(inst: Any) -> str:
+    return f"BUILD on a {type(inst).__name__} this pickle did not just create"
+
+
+def _fill_fields(inst: Any, state: Any, names: frozenset[str]) -> None:
+    """BUILD of a record this pickle just created: `state` (a dict, or pickle's (dict,
+    None) of a class with no slots) names only fields the record has."""
+    if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
+        state = state[0]
+    # keys that are all field names are all str: a field name equals no other type
+    if not isinstance(state, dict) or not names.issuperset(state):
+        raise PickleRefused(f"BUILD of {type(inst).__name__} with fields it does not have")
+    for key, value in state.items():
+        object.__setattr__(inst, key, value)
 
 
 _BUILD_PLANS: dict[type, tuple[bool, frozenset[str]]] = {}
@@ -661,13 +809,6 @@ def _refuse(code: int) -> Callable:
     return refuse
 
 
-def _counted_handler(handler: Callable) -> Callable:
-    def load(self: RestrictedUnpickler) -> Any:
-        return self._counted(handler)
-
-    return load
-
-
 def _dispatch_table() -> dict[int, Callable]:
     base = pickle._Unpickler.dispatch
     own = RestrictedUnpickler
@@ -680,21 +821,16 @@ def _dispatch_table() -> dict[int, Callable]:
             _opcode("APPEND"): own._load_append,
             _opcode("APPENDS"): own._load_appends,
             _opcode("REDUCE"): own._load_reduce,
-            _opcode("NEWOBJ"): own._load_newobj,
-            _opcode("BUILD"): own._load_build,
             _opcode("BINPERSID"): own._load_persid,
             _opcode("LONG4"): own._load_long4,
-            _opcode("FRAME"): own._load_frame,
             _opcode("PUT"): own._load_put,
             _opcode("BINPUT"): own._load_binput,
             _opcode("LONG_BINPUT"): own._load_long_binput,
             _opcode("GET"): own._load_get,
         }
     )
-    for name in ("MEMOIZE", "BINGET", "LONG_BINGET"):  # run inline by `load`
+    for name in _INLINE_OPS:  # run by `load` itself: never dispatched
         handlers[_opcode(name)] = _refuse(_opcode(name))
-    for name in _COUNTED_OPS:
-        handlers[_opcode(name)] = _counted_handler(base[_opcode(name)])
     return {code: handlers[code] if code in handlers else _refuse(code) for code in range(256)}
 
 
@@ -706,7 +842,55 @@ def _cost_table(by_name: dict[str, int]) -> list[int]:
     return costs
 
 
-_MEMOIZE, _BINGET, _LONG_BINGET = (_opcode(n) for n in ("MEMOIZE", "BINGET", "LONG_BINGET"))
+# Opcodes `load` runs itself, most frequent first (as a DCP .metadata holds them).
+_INLINE_OPS = (
+    "LONG_BINGET",
+    "MEMOIZE",
+    "EMPTY_TUPLE",
+    "MARK",
+    "BINGET",
+    "NEWOBJ",
+    "BUILD",
+    "SETITEMS",
+    "EMPTY_DICT",
+    "BININT1",
+    "SHORT_BINUNICODE",
+    "TUPLE",
+    "BININT2",
+    "BININT",
+    "NONE",
+    "TUPLE1",
+    "TUPLE2",
+    "BINPUT",
+    "FRAME",
+)
+(
+    _LONG_BINGET,
+    _MEMOIZE,
+    _EMPTY_TUPLE,
+    _MARK,
+    _BINGET,
+    _NEWOBJ,
+    _BUILD,
+    _SETITEMS,
+    _EMPTY_DICT,
+    _BININT1,
+    _SHORT_BINUNICODE,
+    _TUPLE,
+    _BININT2,
+    _BININT,
+    _NONE,
+    _TUPLE1,
+    _TUPLE2,
+    _BINPUT,
+    _FRAME,
+) = (_opcode(name) for name in _INLINE_OPS)
+# Opcodes whose handler reads an argument (through `_read`, `_readline`), by byte.
+_READS_ARGUMENT = [False] * 256
+for _op in pickletools.opcodes:
+    _READS_ARGUMENT[_opcode(_op.name)] = _op.arg is not None
+_UINT16, _INT32 = struct.Struct("<H").unpack, struct.Struct("<i").unpack
+_STR_ONLY = frozenset((str,))
 RestrictedUnpickler.dispatch = _dispatch_table()
 OPCODE_COST = _cost_table(_COSTS)
 _TORCH_OPCODE_COST = _cost_table(_TORCH_COSTS)
