@@ -72,9 +72,10 @@ def typed_text(key: str, value: Any) -> str | None:
 
 def shown_value(value: Any, key: str | None = None) -> str:
     """The override's text where `value` is the override of `key` (`typed_text`), else
-    `value` as YAML writes it (`yaml_spelling`) cut to MAX_SHOWN_CHARS characters (`cut_to`: its start and end, and how
-    many were left out between them); an integer of more digits shows its
-    first 40 and says how many it has (or that it has more than Python writes)."""
+    `value` as YAML writes it (`yaml_spelling`) cut to MAX_SHOWN_CHARS characters
+    (`cut_to`: its start and end, and how many were left out between them); an integer of
+    more digits shows its first 40 and says how many it has (or that it has more than
+    Python writes)."""
     typed = None if key is None else typed_text(key, value)
     if typed is not None:
         return typed
