@@ -11,6 +11,7 @@ a list as `[a, b c]`, a mapping as `{a: 1}`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -24,8 +25,15 @@ class _OneLineDumper(yaml.SafeDumper):
     plain or single-quoted form runs over several lines."""
 
 
+# A number as YAML 1.2 and Hydra read it, which YAML 1.1 (PyYAML) leaves as text and would
+# write plain: `5e5`. Spelt in quotes, as the text it is: plain, a user reads a number
+_YAML12_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
 def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
     style = '"' if _LINE_BREAKS.intersection(text) else None
+    if style is None and _YAML12_NUMBER.fullmatch(text):
+        style = "'"
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
 

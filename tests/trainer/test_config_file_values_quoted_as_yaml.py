@@ -70,3 +70,10 @@ def test_a_value_yaml_cannot_write_is_pythons_repr():
             return "<rule>"
 
     assert yaml_spelling(Rule()) == "<rule>"
+
+
+@pytest.mark.parametrize("text", ["5e5", "1e-5", "+2E3", ".5", "1."])
+def test_text_hydra_reads_as_a_number_is_spelt_in_quotes(text):
+    """PyYAML (YAML 1.1) reads `5e5` as text and writes it plain, where Hydra and YAML 1.2
+    read a number: a refusal saying `5e5 is not a number` of a value typed '5e5' misled."""
+    assert yaml_spelling(text) == f"'{text}'"
