@@ -14,44 +14,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.check.validate import CheckpointInvalidError
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.format.trainer_state import STEP, missing_fields, state_problems
 
-STEP = "step"
+_REFUSED = "refusing to resume from it (damaged or edited)"
 
 
 def check_trainer_state(
     progress: Mapping[str, Any], found: CheckpointPaths, manifest: Manifest | None
 ) -> None:
-    """CheckpointInvalidError (exit 1, one line naming the checkpoint) unless every number
-    of the loaded trainer state `progress` is an int, and its step a non-negative one equal
-    to the step of the checkpoint's directory (`found.step`: `global_step_N`) and of its
-    manifest, where it has them."""
+    """CheckpointInvalidError (exit 1, one line naming the checkpoint) unless the loaded
+    trainer state `progress` holds every field a resume reads, each meeting its rule
+    (`mfsdp_ckpt.format.trainer_state`, which validate applies too), and its step equals
+    the step of the checkpoint's directory (`found.step`: `global_step_N`) and of its
+    manifest, where it has them. A field the checkpoint lacks is not in `progress` (the
+    load leaves out what it does not hold): it was a KeyError traceback."""
     where = found.step_dir or found.dist_ckpt
-    for key, value in progress.items():
-        if not _is_int(value):
-            raise CheckpointInvalidError(
-                f"{where}: its trainer state holds {key}={cut_to(repr(value), 40)}, not an integer;"
-                " refusing to resume from it (damaged or edited)"
-            )
+    missing = missing_fields(progress)
+    if missing:
+        raise CheckpointInvalidError(
+            f"{where}: its trainer state has no extra.{missing[0]}; {_REFUSED}"
+        )
+    problems = state_problems(progress)
+    if problems:
+        raise CheckpointInvalidError(f"{where}: its trainer state {problems[0]}; {_REFUSED}")
     step = progress[STEP]
     named = {"its directory": found.step, "its manifest": manifest.step if manifest else None}
-    if step < 0:
-        disagrees = "a step is 0 or more"
-    else:
-        disagrees = next(
-            (f"{what} says step {n}" for what, n in named.items() if n is not None and n != step),
-            "",
-        )
+    disagrees = next(
+        (f"{what} says step {n}" for what, n in named.items() if n is not None and n != step),
+        "",
+    )
     if disagrees:
         raise CheckpointInvalidError(
-            f"{where}: its trainer state says step {step}, but {disagrees}; refusing to"
-            " resume from it (damaged or edited): give checkpoint.resume=PATH of another step,"
-            " or a new trainer.run_dir"
+            f"{where}: its trainer state says step {step}, but {disagrees}; {_REFUSED}:"
+            " give checkpoint.resume=PATH of another step, or a new trainer.run_dir"
         )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

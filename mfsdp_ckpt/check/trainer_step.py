@@ -15,7 +15,10 @@ said 50 was reported as step 100 and resumed at 50.
 
 Validate reads each such record (small, bounded, through the restricted loaders: never
 code) and reports a value that is no step, or disagrees with the step of the directory (and
-of mfsdp's manifest).
+of mfsdp's manifest). mfsdp's other trainer-state fields, which place a resumed step's data,
+are held to the rules the resume applies (`mfsdp_ckpt.format.trainer_state`), and a field a
+resume reads that the state lacks is reported: a state without `extra.step` was "valid" and
+its resume a KeyError traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.saved_objects import load_plain, load_scalars
 from mfsdp_ckpt.format.state_keys import EXTRA_KEY_PREFIX
+from mfsdp_ckpt.format.trainer_state import (
+    RULED_FIELDS,
+    STEP,
+    field_problem,
+    missing_fields,
+    required_fields,
+)
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
@@ -49,6 +59,8 @@ def trainer_step_problems(
     manifest's; None where there is none)."""
     mfsdp = f"its trainer state ({STEP_KEY})"
     found = [(paths.dist_ckpt, _entry_problem(reader, STEP_KEY, mfsdp, known))]
+    ours = paths.kind == layout.MFSDP
+    found += [(paths.dist_ckpt, problem) for problem in _state_field_problems(reader, ours)]
     iteration = f"its {ITERATION_KEY} entry (the step {{}} resumes from)"
     if paths.kind == layout.MEGATRON_LM:
         what = iteration.format("Megatron-LM")
@@ -63,31 +75,74 @@ def trainer_step_problems(
     return [(where, problem) for where, problem in found if problem is not None]
 
 
+def _state_field_problems(reader: CheckpointReader, in_step_dir: bool) -> list[str]:
+    """What is wrong with mfsdp's trainer state beside its step (`extra.step`, judged by
+    `_entry_problem`): a field a resume reads that it lacks, a field whose value breaks its
+    rule (`trainer_state.field_problem`); `in_step_dir`: the checkpoint is a step of an
+    mfsdp run (`trainer_state.required_fields`). Nothing where the checkpoint holds no `extra`
+    (another trainer's, an import; a manifest listing it is reported where contents are)."""
+    held = [
+        k.removeprefix(EXTRA_KEY_PREFIX) for k in reader.objects if k.startswith(EXTRA_KEY_PREFIX)
+    ]
+    if not held:
+        return []
+    found = [
+        f"its trainer state has no {EXTRA_KEY_PREFIX}{key}"
+        for key in missing_fields(held, required_fields(held, in_step_dir))
+    ]
+    for key in held:
+        if key == STEP or key not in RULED_FIELDS:
+            continue  # the step is judged with the others'; a field mfsdp does not record
+        value, unread = _entry_value(reader, EXTRA_KEY_PREFIX + key, f"its trainer state's {key}")
+        problem = unread or field_problem(key, value)
+        if problem is not None:
+            found.append(problem if unread else f"its trainer state {problem}")
+    return found
+
+
 def _entry_problem(
     reader: CheckpointReader, key: str, what: str, known: Mapping[str, int | None]
 ) -> str | None:
     """The DCP entry `key` judged as a step (`_judged`); None when there is no such entry
     (another trainer's checkpoint, an import) or its data file is missing (reported where
     the files are checked)."""
+    step, unread = _entry_value(reader, key, what)
+    if step is _NOT_THERE or unread is not None:
+        return unread
+    return _judged(step, what, known)
+
+
+_NOT_THERE = object()  # `_entry_value` of an entry absent, or whose file is
+
+
+def _entry_value(reader: CheckpointReader, key: str, what: str) -> tuple[object, str | None]:
+    """(the value of the small DCP entry `key`, None), read bounded once per reader; or
+    (None, why it is not read); or (`_NOT_THERE`, None) where there is no such entry or its
+    data file is missing (reported where the files are checked)."""
     entry = reader.objects.get(key)
     if entry is None or entry.file is None:
-        return None
+        return _NOT_THERE, None
     try:
         if reader.store.size(entry.file) is None:
-            return None
+            return _NOT_THERE, None
     except CheckpointFileError:  # a link out, a FIFO: reported where the files are checked
-        return None
+        return _NOT_THERE, None
     if entry.length > MAX_STEP_BLOB_BYTES:
-        return f"{what} is {entry.length} bytes, more than a step number takes; not read"
+        return None, f"{what} is {entry.length} bytes, more than a number takes; not read"
     try:
-        if entry.transforms:  # a compressed blob: torch decodes it
-            step = reader.read_object(key)
-        else:  # plain bytes: read without importing torch (export stays torch-free)
-            raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
-            step = load_plain(raw, f"{reader.root} [{key}]")
+        return reader.decoded.once(key, lambda: _step_value(reader, key)), None
     except (CheckpointFormatError, CheckpointFileError) as err:
-        return f"{what} cannot be read ({str(err).split(']: ', 1)[-1]})"  # after its where
-    return _judged(step, what, known)
+        return None, f"{what} cannot be read ({str(err).split(']: ', 1)[-1]})"  # after its where
+
+
+def _step_value(reader: CheckpointReader, key: str) -> object:
+    """The value the DCP entry `key` holds: read once per reader (`reader.decoded`)."""
+    entry = reader.objects[key]
+    if entry.transforms:  # a compressed blob: torch decodes it
+        return reader.read_object(key)
+    # plain bytes: read without importing torch (export stays torch-free)
+    raw = reader.store.read_range(entry.file or "", entry.file_offset, entry.length)
+    return load_plain(raw, f"{reader.root} [{key}]")
 
 
 def _train_state_problem(

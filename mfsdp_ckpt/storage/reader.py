@@ -45,6 +45,7 @@ from mfsdp_ckpt.storage.chunk_checks import (
     chunk_backing_problem,
     chunk_coverage_problems,
 )
+from mfsdp_ckpt.storage.decoded_records import DecodedRecords
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory, tensor_memory
 
 if TYPE_CHECKING:
@@ -306,6 +307,8 @@ class CheckpointReader:
         self._pairs = PairBudget()  # every tensor's coverage check draws on it
         self._coverage: dict[str, list[str]] = {}
         self._sizes: dict[str, int | None] = {}  # data file -> its size: see _file_size
+        # records several checks of one command read (Megatron-LM's args): decoded once
+        self.decoded = DecodedRecords()
 
     def _parse(self, size: int, where: str) -> None:
         """Read and check `.metadata` (`size` bytes) into this reader's tables."""

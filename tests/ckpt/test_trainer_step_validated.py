@@ -82,4 +82,4 @@ def test_a_large_trainer_step_entry_is_not_read(tmp_path):
     [(where, message)] = _errors(run)
     assert where == dist_ckpt
     assert message.startswith(f"{STATE} is ")
-    assert message.endswith("bytes, more than a step number takes; not read")
+    assert message.endswith("bytes, more than a number takes; not read")

@@ -38,7 +38,7 @@ def _manifest(step: int) -> Manifest:
 @pytest.mark.parametrize(
     ("step", "manifest_step", "why"),
     [
-        (-5, 2, "its trainer state says step -5, but a step is 0 or more"),
+        (-5, 2, "its trainer state holds step=-5, but a step is 0 or more"),
         (1, 2, "its trainer state says step 1, but its directory says step 2"),
         (3, None, "its trainer state says step 3, but its directory says step 2"),
         (2, 4, "its trainer state says step 2, but its manifest says step 4"),
