@@ -324,7 +324,7 @@ def _resolve(
                 f"{given}: no complete checkpoint step in this run dir"
             )
         paths = checkpoint_resolution.resolve_checkpoint(layout.step_dir(given, chosen))
-        path_refusals.refuse_pieces_linked_out(given, paths)
+        path_refusals.refuse_pieces_linked_out(run_steps.confining_dir(given, paths.root), paths)
         if step == chosen and chosen < steps[-1]:
             newer = _newer_step_note(tracker, step, steps[-1])
             return replace(paths, note="; ".join(filter(None, (paths.note, newer))))

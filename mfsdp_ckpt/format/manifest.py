@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,8 @@ class Manifest:
         problem = digest_problem(data)
         if problem is not None:
             raise ManifestError(f"{source}: {problem}")
+        _check_info(extras.get("info", {}), source)
+        _check_rank_files(files, world_size, source)
         return cls(
             step=step,
             world_size=world_size,
@@ -131,6 +134,50 @@ class Manifest:
             files=files,
             format_version=version,
             **extras,
+        )
+
+
+# The info fields mfsdp's trainer records that a reader acts on (`run` decides which kind
+# of run resumes a step), with their JSON types; another writer's fields are its own.
+_NUMBER_OR_NULL = (int, float, type(None))
+INFO_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "run": str,
+    "total_steps": int,
+    "cpu_threads": list,
+    "train_loss": _NUMBER_OR_NULL,
+    "reward_mean": _NUMBER_OR_NULL,
+    "rollout": str,
+}
+_RANK_FILE_RE = re.compile(r"dist_ckpt/__([0-9]{1,9})_[0-9]+\.distcp")
+
+
+def _check_info(info: dict[str, Any], source: str) -> None:
+    """The `INFO_FIELDS` that `info` holds, each of its JSON type, `cpu_threads` a list of
+    counts (`info.run` 5 decided nothing and passed every reader)."""
+    for key, kind in INFO_FIELDS.items():
+        if key in info and not _is_kind(info[key], kind):
+            raise ManifestError(f"{source}: field 'info.{key}' is not {_kind_name(kind)}")
+    if not all(_is_kind(n, int) and n > 0 for n in info.get("cpu_threads", [])):
+        raise ManifestError(f"{source}: field 'info.cpu_threads' holds a count that is no int > 0")
+
+
+def _check_rank_files(files: dict[str, FileRecord], world_size: int, source: str) -> None:
+    """Each DCP data file listed (`dist_ckpt/__R_N.distcp`, written by rank R) of a rank
+    below `world_size`, and a file of every such rank: torch's DCP writer writes one per
+    rank (an empty one where a rank holds nothing), so a world size that disagrees with
+    them is damage."""
+    ranks = {int(m.group(1)) for m in map(_RANK_FILE_RE.fullmatch, files) if m is not None}
+    if not ranks:
+        return  # no data file listed: told where the files are checked
+    if max(ranks) >= world_size:
+        raise ManifestError(
+            f"{source}: lists dist_ckpt files of rank {max(ranks)}, but world_size is {world_size}"
+        )
+    absent = sorted(set(range(world_size)) - ranks)
+    if absent:
+        raise ManifestError(
+            f"{source}: world_size is {world_size}, but it lists no dist_ckpt file of rank"
+            f" {absent[0]} (files of {len(ranks)} rank(s))"
         )
 
 

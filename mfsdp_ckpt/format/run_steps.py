@@ -41,6 +41,7 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 
 _STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
 
@@ -56,6 +57,23 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
         if step is not None and _is_file_followed(child / MANIFEST_FILE):
             steps.append(step)
     return sorted(steps)
+
+
+def confining_dir(given: Path, root: Path) -> Path:
+    """The directory every read of the checkpoint at `root` stays in, where the user named
+    `given`: a step dir (`global_step_N`, Megatron's `iter_N` and `release`) of a run dir
+    `given` (or of a run below it) is its own, read where its link leads, as the trainer
+    resumes it and as naming the step dir reads it: a step moved to another disk and linked
+    back is the user's (`checkpoint.keep_last` never removes the link), and `validate RUN`
+    refused it as "resolves outside" while `train` resumed it. The run dir between `given`
+    and the step must not lead out of `given` (CheckpointFileError). Any other `root`
+    stays in `given`."""
+    inside = root != given and root.parent.is_relative_to(given)
+    if not inside or not _step_name(root.name):
+        return given
+    if root.parent != given:
+        safe_files.resolve_inside(root.parent, given, within=str(given))
+    return root
 
 
 def resume_step(run_dir: str | os.PathLike) -> int | None:
@@ -198,6 +216,25 @@ def manifest_damage(step: Path) -> str | None:
     except OSError as err:
         return f"unreadable ({err.strerror or err})"
     return None if stat.S_ISREG(mode) else f"{safe_files.kind_name(mode)}, not a regular file"
+
+
+def _step_name(name: str) -> bool:
+    return parse_step_dir_name(name) is not None or is_megatron_step_name(name)
+
+
+def refuse_manifest_leading_out(step: Path) -> None:
+    """CheckpointFileError when the `manifest.json` of `step` is a link leading out of it,
+    in the line reading the step itself gives (validate, a resume): a run's readers took
+    it for no manifest, and `inspect RUN` called the step "missing or incomplete"."""
+    manifest = step / MANIFEST_FILE
+    if not os.path.islink(manifest):
+        return
+    try:
+        confined_stat(manifest, step)
+    except LeadsOutError:
+        raise CheckpointFileError(f"{manifest}: resolves outside the checkpoint") from None
+    except PermissionError:  # a step dir not to be searched: named where it is read
+        return
 
 
 def _is_file_followed(path: Path) -> bool:
