@@ -35,9 +35,10 @@ from mfsdp_ckpt.convert.megatron_config import (
     MegatronSettingsMissing,
 )
 from mfsdp_ckpt.convert.megatron_record import recorded_config
+from mfsdp_ckpt.convert.name_maps import model_tensors
 from mfsdp_ckpt.convert.record_agreement import contradiction, refuse_uncomputable
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -238,7 +239,22 @@ def prepare_source(
     if local_paths is not None:
         # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True, reader=source.reader)
+    refuse_model_chunks(source)
     return PreparedSource(source, local_paths, asset_location, derived, assets)
+
+
+def refuse_model_chunks(source: ExportSource) -> None:
+    """A model saved in virtual-pipeline chunks (`model0`, `model1`) is refused with the
+    line that names them (`name_maps.model_tensors`, validate's), before any check of a
+    config against the weights: each chunk numbers its layers from 0, so those checks
+    would report layers missing that are in the other chunk."""
+    keys = list(source.reader.tensors)
+    try:
+        chunks = len(state_keys.state_roots(keys).models) > 1
+    except state_keys.AmbiguousStateError:  # named where the plan reads the model entry
+        return
+    if chunks:
+        model_tensors(keys)
 
 
 def refuse_hf_config_of_no_kind(hf_config: str | os.PathLike) -> None:

@@ -255,10 +255,20 @@ _MOE_REQUIRED_VALUES: tuple[Required, ...] = (
     ),
 )
 # A family that cannot compute a recorded setting the others can: (family, setting, value
-# it cannot compute, why). Mixtral always renormalises the top-k weights; with one expert
-# per token pre-softmax routing weighs it alike.
+# it cannot compute, why). Megatron-core's pre-softmax router (topk_routing_with_score_
+# function) weighs each chosen expert by its softmax over all experts, unrenormalised, at
+# any top-k: a top-1 token's expert by p < 1. Mixtral's router (MixtralTopKRouter) always
+# divides the top-k weights by their sum (top-1: 1.0); Qwen2-/Qwen3-MoE do so only with
+# norm_topk_prob, which the derivation sets false for pre-softmax. Only with every expert
+# chosen do the weights sum to 1 either way (`_all_chosen`).
 _FAMILY_CANNOT: tuple[tuple[str, str, Any, str], ...] = (
-    ("mixtral", "moe_router_pre_softmax", True, "Mixtral renormalises the top-k routing weights"),
+    (
+        "mixtral",
+        "moe_router_pre_softmax",
+        True,
+        "Mixtral renormalises the top-k routing weights to sum to 1, a top-1 expert's to"
+        " 1.0; Megatron's pre-softmax router weighs each by its softmax over all experts",
+    ),
 )
 # config.json keys the derivation sets from a recorded setting (the one named when a given
 # config differs there): what `record_agreement` compares a --hf-config with
@@ -298,16 +308,18 @@ def uncomputable(settings: dict[str, Any], names: dict[str, str], family: str | 
         and not _is(values[row.setting], row.needed)
     ]
     for cannot, key, value, why in _FAMILY_CANNOT:
-        if (
-            family == cannot
-            and moe
-            and _is(values.get(key), value)
-            and not _is(values.get("moe_router_topk"), 1)
-        ):
+        if family == cannot and moe and _is(values.get(key), value) and not _all_chosen(values):
             found.append(
                 f"{names.get(key, key)}={_name(value)} cannot be exported as {family} ({why})"
             )
     return found
+
+
+def _all_chosen(values: dict[str, Any]) -> bool:
+    """Whether every token reaches every expert (top-k = num_experts): the routing weights
+    are then the softmax over all experts, renormalised or not."""
+    topk, experts = values.get("moe_router_topk"), values.get("num_experts")
+    return isinstance(topk, int) and not isinstance(topk, bool) and topk == experts
 
 
 MAX_SHOWN_CHARS = 60

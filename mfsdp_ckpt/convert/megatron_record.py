@@ -1,5 +1,5 @@
 """Reading what a Megatron checkpoint records of its model: Megatron-LM's `args`, Bridge's
-run_config.yaml.
+run_config.yaml, verl's transformer_config.json (`verl_record`).
 
 Megatron-LM's fsdp_dtensor checkpoint holds `args`, the run's argparse Namespace (None in
 an mcore import: no record), and Megatron-Bridge writes `run_config.yaml`, whose `model`
@@ -25,6 +25,12 @@ from mfsdp_ckpt.convert.megatron_config import (
     MegatronSettingsMissing,
     hf_config_from_megatron,
     shown_value,
+)
+from mfsdp_ckpt.convert.verl_record import (
+    VERL_TRANSFORMER_CONFIG,
+    known_fields,
+    read_transformer_config,
+    transformer_config_file,
 )
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
@@ -141,6 +147,16 @@ def megatron_settings_from_bridge(
     return settings, names
 
 
+def megatron_settings_from_verl(
+    fields: dict[str, Any], where: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """verl's transformer_config.json (a TransformerConfig, or Bridge's provider, as JSON)
+    under Megatron-LM's argument names: the provider's fields as run_config.yaml holds
+    them, once what verl wrote as an object's text is taken for what it says
+    (`verl_record.known_fields`)."""
+    return megatron_settings_from_bridge(known_fields(fields), where)
+
+
 def megatron_settings_from_args(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """Megatron-LM's `args` under the argument names the derivation reads, and for errors
     the name each renamed setting has in these args: newer args carry TransformerConfig's
@@ -159,10 +175,11 @@ ARGS_KEY = "args"
 
 
 def has_recorded_config(paths: layout.CheckpointPaths, reader: CheckpointReader) -> bool:
-    """Whether the checkpoint records its model (Bridge's run_config.yaml, Megatron's args;
-    `args` holding None, as an mcore import writes it, records nothing). A record that
-    cannot be read counts: `recorded_config` names what is wrong with it."""
-    if paths.run_config is not None:
+    """Whether the checkpoint records its model (Bridge's run_config.yaml, verl's
+    transformer_config.json, Megatron's args; `args` holding None, as an mcore import writes
+    it, records nothing). A record that cannot be read counts: `recorded_config` names what
+    is wrong with it."""
+    if paths.run_config is not None or transformer_config_file(paths) is not None:
         return True
     if ARGS_KEY not in reader.objects:
         return False
@@ -190,16 +207,21 @@ def recorded_settings(
     reader: CheckpointReader,
     config_option: str = HF_CONFIG_OPTION,
 ) -> RecordedSettings | None:
-    """Megatron-Bridge's run_config.yaml model section, else Megatron-LM's `args` (the only
-    one read through a URL, `paths` None: it is in the DCP); None when it records neither
-    (or `args` holds None). Raises CheckpointFormatError / CheckpointFileError (an
-    unreadable record), MegatronSettingsMissing (run_config.yaml without `model`, asking
-    for `config_option`)."""
+    """Megatron-Bridge's run_config.yaml model section, else verl's transformer_config.json,
+    else Megatron-LM's `args` (the only one read through a URL, `paths` None: it is in the
+    DCP); None when it records none (or `args` holds None). Raises CheckpointFormatError /
+    CheckpointFileError (an unreadable record), MegatronSettingsMissing (run_config.yaml
+    without `model`, asking for `config_option`)."""
     if paths is not None and paths.run_config is not None:
         model, tokenizer = _bridge_sections(paths.run_config, paths.root, config_option)
         where = f"{paths.run_config} model"
         settings, names = megatron_settings_from_bridge(model, where)
         return RecordedSettings(settings, where, layout.BRIDGE_RUN_CONFIG_FILE, names, tokenizer)
+    verl = read_transformer_config(paths) if paths is not None else None
+    if verl is not None:
+        where = str(verl.file)
+        settings, names = megatron_settings_from_verl(verl.fields, where)
+        return RecordedSettings(settings, where, VERL_TRANSFORMER_CONFIG, names, None)
     if ARGS_KEY not in reader.objects:
         return None
     fields = read_args(reader)
@@ -235,7 +257,13 @@ def read_args(reader: CheckpointReader) -> dict[str, Any] | None:
     """Megatron-LM's `args` Namespace fields, read bounded through the restricted unpickler;
     None when the entry holds None: no record of the run's arguments (an mcore import
     writes it so Megatron-LM's first read, which asks for `args`, finds the key; Megatron-LM
-    and Megatron-Bridge read it as no record too)."""
+    and Megatron-Bridge read it as no record too). Read once per reader (`reader.decoded`),
+    however many checks of the command ask; each gets its own copy of the fields."""
+    fields = reader.decoded.once(ARGS_KEY, lambda: _args_fields(reader))
+    return None if fields is None else dict(fields)
+
+
+def _args_fields(reader: CheckpointReader) -> dict[str, Any] | None:
     entry = reader.objects[ARGS_KEY]
     where = f"{reader.root} [{ARGS_KEY}]"
     if entry.file is None:
@@ -304,6 +332,7 @@ __all__ = [
     "has_recorded_config",
     "megatron_settings_from_args",
     "megatron_settings_from_bridge",
+    "megatron_settings_from_verl",
     "read_args",
     "recorded_config",
     "recorded_settings",

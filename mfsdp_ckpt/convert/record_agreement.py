@@ -27,6 +27,11 @@ family whose tensors have the same names (Llama's and Gemma's), exported a diffe
 with exit 0. So a config given against a checkpoint's own is compared too, family included,
 and the settings that change what the same weights compute (`config_behaviour`).
 
+verl keeps both: huggingface/config.json, the model the run started from, and
+transformer_config.json, the TransformerConfig it trained with (`verl_record`), overrides
+included. A config is held to the second as to any Megatron record, and to the first as
+well; where the second leaves the head layout open the first fixes it, so no note is due.
+
 A checkpoint that keeps neither (an mcore import, whose `args` is None) is not compared, and
 that is said too (`unchecked_note`).
 """
@@ -98,13 +103,15 @@ def contradiction(
     given: dict[str, Any], paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> str | None:
     """What in `given` (config.json data) contradicts the checkpoint's own record (its
-    Megatron settings, else its own config.json), as the end of a one-line error; None when
+    Megatron settings, then the config.json it keeps beside them, as verl does), as the end
+    of a one-line error; None when
     they agree or there is no record to compare with (a record that cannot be read or
     describes no model exported here is compared on what it holds; `unchecked_note` says
     what was left uncompared)."""
     derived, unread = _record(paths, reader)
-    if derived is None:
-        return _against_own_config(given, paths) if unread is None else None
+    if derived is None:  # an unreadable record leaves the checkpoint's own config to compare
+        own = unread is None or _keeps_own_config(paths)
+        return _against_own_config(given, paths) if own else None
     recorded = _settings(paths, reader)
     found = disagreements(given, derived)
     if recorded is not None:
@@ -113,7 +120,7 @@ def contradiction(
             found += _behaviour_findings(given, derived, recorded)
         found += [(what, _NO_CONFIG_STATES) for what in _uncomputable(given, recorded)]
     if not found:
-        return None
+        return _against_own_config(given, paths)
     return f"{_joined(found)}: not the model {derived.source} records ({_reasons(found)})"
 
 
@@ -195,7 +202,9 @@ def unchecked_note(paths: layout.CheckpointPaths | None, reader: CheckpointReade
     on the head layout (the record is there but unreadable, or holds no heads or head_dim),
     as the rest of a line that names the config; None when it was, or there is no record."""
     unread = _record(paths, reader)[1]
-    return None if unread is None else _unchecked(unread)
+    if unread is None or (_keeps_own_config(paths) and _settings(paths, reader) is not None):
+        return None  # the head layout is the checkpoint's own config.json's (`contradiction`)
+    return _unchecked(unread)
 
 
 def unrecorded_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:
@@ -281,6 +290,15 @@ def _layout_numbers(settings: dict[str, Any]) -> dict[str, Any]:
         "tie_word_embeddings": not untied if isinstance(untied, bool) else None,
     }
     return {key: value for key, value in numbers.items() if value is not None}
+
+
+def _keeps_own_config(paths: layout.CheckpointPaths | None) -> bool:
+    """Whether the checkpoint keeps its own config.json beside its weights (verl's
+    huggingface/ beside transformer_config.json): what a config used for it is compared
+    with where its Megatron record leaves the head layout open."""
+    return (
+        paths is not None and paths.hf_dir is not None and (paths.hf_dir / HF_CONFIG_FILE).is_file()
+    )
 
 
 def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | None) -> str | None:

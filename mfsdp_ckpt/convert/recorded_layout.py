@@ -34,7 +34,6 @@ order unknown; its error is reported where the record is read for the config.
 
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,24 +45,23 @@ from mfsdp_ckpt.convert.megatron_record import (
     read_args,
     run_config_data,
 )
+from mfsdp_ckpt.convert.verl_record import read_transformer_config
 from mfsdp_ckpt.convert.vocab_padding import RecordedPadding
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import dir_entries, layout
-from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.unique_json import parse_json
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
-VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerConfig, as JSON
-MAX_TRANSFORMER_CONFIG_BYTES = 1 << 20  # a few KB in practice
 TP_KEY = "tensor_model_parallel_size"
 EXPERT_TP_KEY = "expert_tensor_parallel_size"
 PADDED_KEY = "padded_vocab_size"  # Megatron-LM's: the rows it built (its tokenizer's, padded)
 DIVISOR_KEY = "make_vocab_size_divisible_by"
 BRIDGE_PADS_KEY = "should_pad_vocab"  # Megatron-Bridge's provider: pad by the rule or not at all
 SPLITS_PER_RANK = "fsdp_dtensor"  # the format whose fused fc1 is per-rank pieces in order
+# Megatron-LM's default format, which mfsdp reads only converted: its `args` stay in the save
+CONVERTED_FROM = "torch_dist"
 MAX_RANKS = 1 << 16
 MAX_PADDED_ROWS = 1 << 40  # any vocabulary; a stored row count is compared with it
 
@@ -108,21 +106,9 @@ def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) 
 
 
 def _verl_transformer_config(paths: layout.CheckpointPaths) -> Record | None:
-    """verl's transformer_config.json beside `model/` (v2) or `dist_ckpt/` (v1), read inside
-    the checkpoint only."""
-    root = paths.root
-    for folder in (paths.dist_ckpt.parent, paths.dist_ckpt.parent.parent):
-        if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
-            continue
-        file = folder / VERL_TRANSFORMER_CONFIG
-        found = dir_entries.stat_inside(file, root, follow_symlinks=False)
-        if found is None or not stat.S_ISREG(found.st_mode):
-            continue
-        text = safe_files.read_text(file, MAX_TRANSFORMER_CONFIG_BYTES, root)
-        data = parse_json(text, str(file), CheckpointFormatError)
-        if isinstance(data, dict):
-            return Record(data, str(file), None)
-    return None
+    """verl's transformer_config.json (`verl_record`), as a record of settings."""
+    verl = read_transformer_config(paths)
+    return None if verl is None else Record(verl.fields, str(verl.file), None)
 
 
 def with_recorded_layout(
@@ -212,16 +198,21 @@ def _gate_up_order(record: Record, key: str) -> GateUpOrder:
         return GateUpOrder()
     if record.ckpt_format == SPLITS_PER_RANK:
         return GateUpOrder(ranks=ranks)
+    fused = f"a fused linear_fc1 (gate and up in one tensor) {saved}: each rank holds [gate; up]"
+    if record.ckpt_format == CONVERTED_FROM:
+        return GateUpOrder(
+            unknown=f"{fused}, and the record names ckpt_format 'torch_dist', so it was"
+            " converted (Megatron-LM's checkpoint_inspector convert-torch-dist-to-fsdp-dtensor)"
+            " without --swiglu, which leaves fc1 as torch_dist gathered it, in an order no"
+            " record here proves; re-run the conversion with --swiglu, which splits it"
+        )
     named = (
-        f"ckpt_format {cut_to(repr(record.ckpt_format), 40)}, which Megatron saves with one rank"
-        " only"
+        f"ckpt_format {cut_to(repr(record.ckpt_format), 40)}, which Megatron saves with one"
+        " rank only"
         if record.ckpt_format is not None
         else "no checkpoint format"
     )
     return GateUpOrder(
-        unknown=(
-            f"a fused linear_fc1 (gate and up in one tensor) {saved}: each rank holds its own"
-            f" [gate; up], and the record names {named}, so whether they lie one after"
-            " another or gathered as [gate; up] is not known"
-        )
+        unknown=f"{fused}, and the record names {named}, so whether they lie one after"
+        " another or gathered as [gate; up] is not known"
     )

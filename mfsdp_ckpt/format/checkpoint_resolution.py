@@ -24,6 +24,7 @@ from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir
 from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file
 from mfsdp_ckpt.format.finding_runs import runs_held
 from mfsdp_ckpt.format.foreign_formats import (
+    foreign_format_line,
     refuse_foreign_format,
     refuse_torchtitan_folder,
     refuse_weights_without_config,
@@ -54,6 +55,7 @@ from mfsdp_ckpt.format.layout import (
     ForeignFormatError,
     IncompleteCheckpointError,
     is_megatron_step_name,
+    iter_step,
     looks_like_hf_model,
     noted,
     parse_step_dir_name,
@@ -69,6 +71,7 @@ from mfsdp_ckpt.format.path_refusals import (
     refuse_url,
 )
 from mfsdp_ckpt.format.run_steps import (
+    confining_dir,
     is_ours,
     list_complete_steps,
     manifest_damage,
@@ -77,6 +80,7 @@ from mfsdp_ckpt.format.run_steps import (
     newest_of,
     read_bridge_tracker,
     read_tracker_text,
+    refuse_manifest_leading_out,
     resume_step,
     step_dirs,
     steps_here,
@@ -143,7 +147,7 @@ def resolve_checkpoint(
     check_is_dir(given)
     refuse_left_step(given)
     paths = _resolve_dir(given, role, _depth)
-    refuse_pieces_linked_out(given, paths)
+    refuse_pieces_linked_out(confining_dir(given, paths.root), paths)  # a step: its own
     if role is not None and paths.role is None:
         raise CheckpointPathError(
             f"--role {role}: {given} is {'an' if paths.kind in (MFSDP, hf_trainer.KIND) else 'a'}"
@@ -376,8 +380,12 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
                 f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
-        newer = newer_than_tracked(run, tracked, steps, tracker)
-        return noted(paths, newer, _non_persistent_note(run, tracked, target.name), run_dir=run)
+        unread = _newer_foreign(tracked, steps)
+        readable = {name: step for name, step in steps.items() if name not in unread}
+        newer = newer_than_tracked(run, tracked, readable, tracker)
+        foreign = _foreign_note(run, tracked, unread, tracker)
+        persistent = _non_persistent_note(run, tracked, target.name)
+        return noted(paths, newer, foreign, persistent, run_dir=run)
     if len(steps) > 1:
         _refuse_choosing(run, sorted(steps, key=natural_order))
     (only,) = steps.values()
@@ -404,6 +412,29 @@ def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:
     else:
         missing, loader = TRACKER_FILE, f"verl's resume from {run} (resume_mode=auto)"
     return f"{run} has no {missing}: {loader} would start from scratch; reading {name}"
+
+
+def _newer_foreign(tracked: str, steps: dict[str, Path]) -> dict[str, str]:
+    """{name: what it is} for the step dirs past the `tracked` step that hold a format
+    mfsdp does not read (a Megatron-LM torch_dist save beside fsdp_dtensor ones)."""
+    after = -1 if tracked == MEGATRON_RELEASE_DIR else int(tracked)
+    found = {}
+    for name in sorted(steps, key=natural_order):
+        step = parse_step_dir_name(name) or iter_step(name)
+        line = foreign_format_line(steps[name]) if step is not None and step > after else None
+        if line is not None:
+            found[name] = line
+    return found
+
+
+def _foreign_note(run: Path, tracked: str, unread: dict[str, str], tracker: str) -> str | None:
+    """The note naming newer step dirs mfsdp does not read: newer, but none to give a
+    command here, so each is said with what it is and what reads it."""
+    if not unread:
+        return None
+    named = "'release'" if tracked == MEGATRON_RELEASE_DIR else f"step {tracked}"
+    listed = "; ".join(f"{name}/ is newer but {line}" for name, line in unread.items())
+    return f"{run / tracker} names {named}; {listed}"
 
 
 def _non_persistent_note(run: Path, tracked: str | None, reading: str) -> str | None:
@@ -539,6 +570,8 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
         target = step_dir(run, int(tracked))
         if not is_file(target / MANIFEST_FILE):
             damage = manifest_damage(target) if is_dir(target) else None
+            if damage is None:
+                refuse_manifest_leading_out(target)
             what = (
                 f"{target / MANIFEST_FILE} is {damage}"
                 if damage

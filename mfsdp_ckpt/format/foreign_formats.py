@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
+from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import deepspeed, hf_trainer
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
@@ -97,6 +98,19 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
+
+
+def foreign_format_line(directory: Path) -> str | None:
+    """What `refuse_foreign_format` says of `directory` (less the path), for a note about a
+    dir the command does not read; None when it holds no such format or cannot be listed
+    (reading it says why)."""
+    try:
+        refuse_foreign_format(directory, children(directory))
+    except ForeignFormatError as err:
+        return str(err).removeprefix(f"{directory}: ")
+    except MfsdpError:  # cannot be listed
+        return None
+    return None
 
 
 def _torch_dist_converter(dcp: Path) -> str:

@@ -163,6 +163,11 @@ def _role_dcp(fixture: Path, target: Path, role: str) -> Path:
     return critic_dcp(fixture, target) if role == "critic" else _copy_dcp(fixture, target)
 
 
+def _recorded_layers(fixture: Path) -> int:
+    """The layer count verl's transformer_config.json records of the fixture's model."""
+    return json.loads((fixture / "config.json").read_text())["num_hidden_layers"]
+
+
 def verl_rl_v1(fixture: Path, root: Path, critic: bool = True) -> Laid:
     run = root / "verl_rl_v1"
     step = run / f"global_step_{STEP}"
@@ -170,7 +175,8 @@ def verl_rl_v1(fixture: Path, root: Path, critic: bool = True) -> Laid:
     for role in roles:
         _role_dcp(fixture, step / role / "dist_ckpt", role)
         _hf_dir(fixture, step / role / "huggingface")
-        (step / role / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
+        record = json.dumps({"num_layers": _recorded_layers(fixture)})
+        (step / role / "transformer_config.json").write_text(record)
     (step / "data.pt").write_bytes(b"dataloader state")
     _tracker(run, str(STEP))
     actor = step / "actor"
@@ -185,7 +191,8 @@ def _v2_split(fixture: Path, target: Path, role: str) -> Path:
     _hf_dir(fixture, target / "model" / "huggingface")
     for empty in ("optimizer", "extra"):  # created by verl's path helpers, left empty
         (target / empty / "dist_ckpt").mkdir(parents=True)
-    (target / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
+    record = json.dumps({"num_layers": _recorded_layers(fixture)})
+    (target / "transformer_config.json").write_text(record)
     contents = {
         name: {"path": f"{name}/dist_ckpt", "format": "megatron_dist_checkpoint"}
         for name in ("model", "optimizer", "extra")
