@@ -30,6 +30,7 @@ error with its "did you mean" list (`trainer.config_suggestions`). A library wou
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import types
@@ -325,15 +326,25 @@ def load_config(
             if config is None:
                 raise cast(ConfigError, file_error)
             return check_across_keys(config)
+        if file_error is not None:  # the file's first problem no override mends, named so
+            _build_config(cls, _without(tree, [key for key, _ in adopted]), source)
         for key, value in adopted:
             set_dotted(tree, key, value)
-        try:
-            merged = _build_config(cls, tree, COMMAND_LINE)
-        except ConfigError:
-            if file_error is not None:  # the file's own problem, which no override mended
-                raise file_error from None
-            raise
-        return check_across_keys(merged)
+        return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
+
+
+def _without(tree: dict[str, Any], dotted_keys: list[str]) -> dict[str, Any]:
+    """A copy of `tree` without the values of `dotted_keys` (`a.b.c`), where it has them:
+    the file's settings an override does not replace."""
+    copied = copy.deepcopy(tree)
+    for dotted in dotted_keys:
+        *sections, last = dotted.split(".")
+        node: Any = copied
+        for part in sections:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return copied
 
 
 def _unset_verl_nulls(cls: type, tree: dict[str, Any], source: str, prefix: str = "") -> None:

@@ -39,3 +39,31 @@ def test_what_is_not_mended_names_where_it_is(tmp_path, file, overrides, said):
     with pytest.raises(ConfigError) as caught:
         load_config(SFTConfig, _file(tmp_path, file), overrides)
     assert said in str(caught.value) and "got npu" in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize(
+    ("file", "overrides", "said"),
+    [
+        (
+            "trainer:\n  device: npu\n",
+            ["trainer.device=cpu", "optim.lr=abc"],
+            "command-line override: config key 'optim.lr'",
+        ),
+        (
+            "trainer:\n  device: npu\n  log_every: abc\n",
+            ["trainer.device=cpu"],
+            "c.yaml: config key 'trainer.log_every'",
+        ),
+        (
+            "trainer:\n  device: npu\n",
+            ["trainer.device=tpu"],
+            "command-line override: config key 'trainer.device' expects one of auto | cpu |"
+            " cuda, got tpu",
+        ),
+    ],
+    ids=["override-own", "file-other-key", "override-same-key"],
+)
+def test_a_mended_file_value_is_never_blamed_for_another_error(tmp_path, file, overrides, said):
+    with pytest.raises(ConfigError) as caught:
+        load_config(SFTConfig, _file(tmp_path, file), overrides)
+    assert said in str(caught.value) and "npu" not in str(caught.value), caught.value
