@@ -83,8 +83,11 @@ def shown_value(value: Any, key: str | None = None) -> str:
         text = repr(value)
     except ValueError:  # an int past sys.get_int_max_str_digits(), the one repr that fails
         return f"an integer of more than {sys.get_int_max_str_digits()} digits"
-    if isinstance(value, str) or len(text) <= _YAML_SPELT_CHARS:
+    if len(text) <= _YAML_SPELT_CHARS:
         text = yaml_spelling(value)
+    elif isinstance(value, str):  # only its ends are shown: spelt from them, not a megabyte
+        ends = MAX_SHOWN_CHARS // 2
+        text = yaml_spelling(value[:ends]) + value[ends:-ends] + yaml_spelling(value[-ends:])
     if len(text) <= MAX_SHOWN_CHARS:
         return text
     if isinstance(value, int):

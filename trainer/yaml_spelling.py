@@ -52,6 +52,8 @@ def yaml_spelling(value: Any) -> str:
             width=float("inf"),
             allow_unicode=True,
         )
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # a list nested past the representer's recursion
         return repr(value)
-    return text.removesuffix(_DOCUMENT_END).removesuffix("\n")
+    text = text.removesuffix(_DOCUMENT_END).removesuffix("\n")
+    # a block scalar (`!!binary |` and its lines) is no one-line spelling
+    return repr(value) if _LINE_BREAKS.intersection(text) else text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import ConfigError, SFTConfig, load_config
+from trainer.shown_value import shown_value
 from trainer.yaml_spelling import yaml_spelling
 
 
@@ -77,3 +78,21 @@ def test_text_hydra_reads_as_a_number_is_spelt_in_quotes(text):
     """PyYAML (YAML 1.1) reads `5e5` as text and writes it plain, where Hydra and YAML 1.2
     read a number: a refusal saying `5e5 is not a number` of a value typed '5e5' misled."""
     assert yaml_spelling(text) == f"'{text}'"
+
+
+def test_values_yaml_spells_over_lines_or_too_deep_stay_one_line():
+    """`!!binary` is a block scalar (`!!binary |` and its lines), a list nested 900 deep past
+    the representer's recursion: both keep Python's spelling."""
+    assert yaml_spelling(b"hello") == "b'hello'"
+    nested: list = []
+    for _ in range(900):
+        nested = [nested]
+    assert yaml_spelling(nested) == repr(nested)
+
+
+def test_a_megabyte_string_is_spelt_from_its_ends_alone():
+    """Its middle is cut from the line anyway; spelling it all took ~1.8 s a megabyte."""
+    value = "5e5" + "x" * 10**6 + "a\nb"
+    shown = shown_value(value)
+    assert shown.startswith("5e5xxx") and shown.endswith('xxxa\\nb"'), shown
+    assert "\n" not in shown
