@@ -143,6 +143,8 @@ def build_rollout_engine(
             f"data.max_prompt_length + rollout.max_response_length = {max_model_len} tokens:"
             f" vLLM refuses it for this model ({refusal}); lower them"
         ) from None
+    except torch.OutOfMemoryError:  # the run's memory advice, not another engine (as generate)
+        raise
     except RuntimeError as err:  # its engine core failing as it starts
         raise VLLMRolloutError.of(f"vLLM failed to start: {vllm_reason(err)}") from None
     engine.eos_token_ids = eos
