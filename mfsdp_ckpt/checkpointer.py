@@ -43,6 +43,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 from mfsdp_ckpt import __version__
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.checkpoint_failures import (
+    CheckpointSaveError,
     load_failure,
     raised_by_every_rank,
     save_failure,
@@ -55,6 +56,7 @@ from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
 from mfsdp_ckpt.kill_points import kill_point, kill_targets, maybe_die
 from mfsdp_ckpt.retention import prune_steps
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
+from mfsdp_ckpt.storage.gathered_files import unseen_files_line
 from mfsdp_ckpt.storage.named_writes import write_bytes, writing
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
@@ -227,11 +229,14 @@ class Checkpointer:
                 step,
                 time.monotonic() - pending.started,
             )
-            self._pending = threading.Thread(
+            thread = threading.Thread(
                 target=self._save_in_background, args=(staged, writer, pending), daemon=False
             )
             self._pending_done.clear()
-            self._pending.start()
+            # published once started: a thread that cannot start (a pids limit) raises here,
+            # where one left as `_pending` would be waited for forever by `settle`
+            thread.start()
+            self._pending = thread
         else:
             # GPU shards go to host first, in one pass of non-blocking copies: DCP's writer
             # threads would otherwise copy tensor by tensor, each copy a CUDA sync.
@@ -322,9 +327,23 @@ class Checkpointer:
             dist.gather_object(records, gathered, dst=0, group=self._group)
         else:
             gathered = [records]
+        self._refuse_unseen_files(pending, gathered)
         if gathered is not None:  # rank 0: every rank's records
             self._commit(pending, gathered, _manifest_fields(pending.states))
         self._barrier()
+
+    def _refuse_unseen_files(self, pending: _PendingSave, gathered: list[Any] | None) -> None:
+        """Fail the save on every rank, before rank 0 writes a manifest, when rank 0's temp
+        dir lacks a file another rank wrote (`gathered_files`: a run dir on each machine's
+        own disk); the previous step and the tracker stay as they were."""
+        unseen = None if gathered is None else unseen_files_line(pending.tmp, gathered)
+        verdict = [unseen and f"{pending.tmp}: saving step {pending.step} failed: {unseen}"]
+        if dist.is_initialized() and _world_size() > 1:  # rank 0's temp dir, named alike
+            dist.broadcast_object_list(verdict, src=0, group=self._group)
+        if verdict[0] is not None:
+            failure = CheckpointSaveError(verdict[0])
+            failure.every_rank = True  # every rank raises it alike
+            raise failure
 
     def _commit(
         self,

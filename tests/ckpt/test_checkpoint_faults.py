@@ -323,3 +323,34 @@ def test_a_file_that_cannot_be_opened_mid_save_ends_its_writer_thread_quietly(tm
         os.fsync(stream.fileno())  # as the writer thread does: fails on the sink, ignored
     assert [(path, type(err)) for path, err in fs.failures] == [(str(gone), FileNotFoundError)]
     assert fs.written == {} and not gone.parent.exists()
+
+
+def test_an_async_save_whose_thread_cannot_start_fails_and_leaves_nothing_to_wait_for(
+    tmp_path, monkeypatch
+):
+    """`Thread.start` failing (a container's pids limit: "can't start new thread") raises
+    from `save`; the save is not left in flight, so `wait` and `settle` return at once (a
+    thread recorded before it started was waited for forever, with Ctrl-C and SIGTERM
+    deferred: only SIGKILL ended the run)."""
+    import threading
+
+    from mfsdp_ckpt.checkpointer import Checkpointer
+
+    start = threading.Thread.start
+
+    def refuse_the_save_thread(thread: threading.Thread) -> None:
+        if getattr(thread, "_target", None) is not None and "_save_in_background" in str(
+            thread._target
+        ):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    saver = Checkpointer(tmp_path / "run", strategy="none", async_save=True)
+    monkeypatch.setattr(threading.Thread, "start", refuse_the_save_thread)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        saver.save(1, STATE, contents=("model",))
+    monkeypatch.setattr(threading.Thread, "start", start)
+    waited = threading.Thread(target=lambda: (saver.wait(), saver.settle()), daemon=True)
+    waited.start()
+    waited.join(timeout=30)
+    assert not waited.is_alive()
