@@ -517,6 +517,8 @@ def torchrun_command(
         ]
         if launch.node_rank is not None:
             command.append(f"--node-rank={launch.node_rank}")
+        if launch.nnodes == 1:  # torch guesses from the endpoint's host name, and missed an
+            command.append("--rdzv-conf=is_host=true")  # address of a second NIC: none hosted
     else:
         command.append("--standalone")
     command += ["-m", "cli.train", subcommand]

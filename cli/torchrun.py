@@ -53,6 +53,7 @@ from typing import Any
 
 from cli.errors import (
     ALIKE,
+    ALIKE_EXIT_DELAY_S,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_PEER_LOST,
@@ -84,6 +85,7 @@ STOPPED_BY = "MFSDP_STOPPED_BY"
 # in the kernel log only.
 OUT_OF_MEMORY_HINT = " (out of memory? see dmesg)"
 INTERRUPTED = "interrupted"  # what stopped a rank that got a SIGINT of its own
+OTHER_MACHINES_GRACE_S = ALIKE_EXIT_DELAY_S + 2.0  # `_keep_the_store_up`
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -450,6 +452,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
                 rank, failure, failure.message if unsaid is None else unsaid, err.failures
             )
             print(json_text({"error": printable(error), "exit_code": code}))
+        _keep_the_store_up(args)  # while `err` holds the agent, and with it its store
         return code
     except (KeyboardInterrupt, SignalException):
         return 0 if result_said() else _signal_code()  # the ranks have stopped by now
@@ -460,6 +463,18 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
     return 0
 
 
+def _keep_the_store_up(args: Any) -> None:
+    """Wait OTHER_MACHINES_GRACE_S before a machine of a run of several ends on its ranks'
+    failure: its torchrun may host the rendezvous store, and the other machines' torchrun,
+    whose ranks end a moment later (an error every rank meets alike: `ALIKE_EXIT_DELAY_S`),
+    lost it before they saw their ranks end, and blamed the port instead of saying why."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    if _max_nodes(args) > 1:
+        with contextlib.suppress(KeyboardInterrupt, SignalException):
+            time.sleep(OTHER_MACHINES_GRACE_S)
+
+
 def _max_nodes(args: Any) -> int:
     """The most machines torchrun's `--nnodes` (N or MIN:MAX) lets into the run."""
     from torch.distributed.run import parse_min_max_nnodes
@@ -468,25 +483,23 @@ def _max_nodes(args: Any) -> int:
 
 
 def _endpoint_taken(args: Any) -> str | None:
-    """The line refusing a one-machine run (`--nnodes 1`) whose c10d `--rdzv-endpoint` is on
-    this machine and whose port something already holds, None otherwise. Such a run hosts
-    its rendezvous store itself; torch, failing to, joined whatever listened there as a
+    """The line refusing a one-machine run (`--nnodes 1`) given a c10d `--rdzv-endpoint`
+    whose port something on this machine already holds, None otherwise. Such a run hosts its
+    rendezvous store itself (`cli.launch.torchrun_command`: `is_host=true`, whatever address
+    of this machine the endpoint names); torch, failing to, joined whatever listened there as a
     client instead: another run's store (this run then waited, silent, for that whole run,
     to end in a traceback) or another program (a traceback after a minute or more). Several
     machines are left to torch: a node other than the store's host on the same machine as
     it is how a run across nodes is tried out on one."""
-    from torch.distributed.elastic.rendezvous.utils import (
-        _matches_machine_hostname,
-        parse_rendezvous_endpoint,
-    )
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
     if args.standalone or args.rdzv_backend != "c10d" or _max_nodes(args) != 1:
         return None
     try:
-        host, port = parse_rendezvous_endpoint(args.rdzv_endpoint, default_port=29400)
+        _, port = parse_rendezvous_endpoint(args.rdzv_endpoint, default_port=29400)
     except ValueError:
         return None
-    if not _matches_machine_hostname(host) or _port_free(port):
+    if _port_free(port):  # a one-machine run hosts its store (`--rdzv-conf is_host=true`)
         return None
     return (
         f"--rdzv-endpoint {args.rdzv_endpoint}: port {port} is in use on this machine (another"

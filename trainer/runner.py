@@ -30,6 +30,7 @@ from trainer.config_history import keep_changed_config, own_config_note
 from trainer.distributed import DistEnv, distributed_run, resolve_device
 from trainer.lora import lora_enabled
 from trainer.lr_continuity import TrainedLr, schedule_break_warning
+from trainer.machines_agree import check_machines_agree
 from trainer.memory_estimate import (
     check_model_states,
     gpu_room,
@@ -82,6 +83,7 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
     model and data are being built: seconds (minutes for a large model) before the run's
     first line."""
     with distributed_run(cfg.trainer.device) as env:
+        check_machines_agree(cfg)  # one config and one run dir on every machine, before a step
         check_attention_backend(cfg.model, env.device)
         if env.is_main:
             print(f"[{name}] building the model and reading the data ...", file=sys.stderr)

@@ -1,0 +1,144 @@
+"""What the machines of one run must share, checked once its process group forms.
+
+Every machine of a `--nnodes` run starts from its own command line: a YAML edited on one
+node, another checkout or an override typed on one trained with mixed settings (ranks
+stepping their shards with different learning rates) or hung at the first collective one
+side never reached (different `trainer.total_steps`). And a run dir on each machine's own
+disk left rank 0 committing checkpoints whose other ranks' files it did not hold. Both are
+refused here, before any step, on every rank, in one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from mfsdp_ckpt.check.printable import cut_to
+from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.storage.gathered_files import rank_ranges
+from trainer.config import config_to_dict
+from trainer.env_ints import env_int
+
+PROBE_PREFIX = ".mfsdp_machines_probe_"  # rank 0 writes it in the run dir and removes it
+
+
+class MachinesDisagreeError(MfsdpUsageError):
+    """The machines of one run were started with different configs or run dirs."""
+
+    every_rank = True  # every rank finds it alike: rank 0 says it, once
+
+
+def check_machines_agree(cfg: Any) -> None:
+    """Refuse a run whose ranks were given different resolved configs, then (ranks on
+    several machines) a run dir that some machine does not share with rank 0's. A no-op
+    for a run of one rank."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return
+    machines = env_int("LOCAL_WORLD_SIZE", 1, minimum=1) < dist.get_world_size()
+    check_same_config(config_to_dict(cfg))
+    if machines:
+        check_shared_run_dir(Path(cfg.trainer.run_dir))
+
+
+def check_same_config(config: Mapping[str, Any]) -> None:
+    """One all_gather of a digest of `config` (and the host name); only when they differ,
+    a second one of the configs themselves, to name the first key that differs."""
+    flat = dict(_flattened("", config))
+    digest = hashlib.sha256(json.dumps(flat, default=str).encode()).hexdigest()
+    digests = _gathered((digest, socket.gethostname()))
+    if len({d for d, _ in digests}) == 1:
+        return
+    configs = _gathered(flat)
+    key = next(k for k in _keys(configs) if len({_shown(c.get(k)) for c in configs}) > 1)
+    held: dict[str, list[int]] = {}
+    for rank, config_of in enumerate(configs):
+        held.setdefault(_shown(config_of.get(key)), []).append(rank)
+    hosts = [host for _, host in digests]
+    where = "; ".join(f"{key}={value} on {_ranks(ranks, hosts)}" for value, ranks in held.items())
+    raise MachinesDisagreeError(
+        f"{key}: the machines of this run were given different configs ({cut_to(where, 400)});"
+        " give every machine the same config file and overrides"
+    )
+
+
+def check_shared_run_dir(run_dir: Path) -> None:
+    """Rank 0 writes a probe file in the run dir; each machine's local rank 0 reads it back.
+    A machine that does not see it holds the run dir on storage of its own: its ranks'
+    checkpoint files would never reach the step dir rank 0 commits."""
+    rank = dist.get_rank()
+    name: list[str | None] = [None]
+    if rank == 0:
+        name[0] = _write_probe(run_dir)
+    dist.broadcast_object_list(name, src=0)
+    probe = name[0]
+    if probe is None:  # rank 0 could not write it: the run dir's own checks say why
+        return
+    seen = env_int("LOCAL_RANK", 0) != 0 or _reads(run_dir / probe, probe)
+    every = _gathered((seen, socket.gethostname()))
+    if rank == 0:
+        (run_dir / probe).unlink(missing_ok=True)
+    blind = [r for r, (ok, _) in enumerate(every) if not ok]
+    if blind:
+        where = _ranks(blind, [host for _, host in every])
+        raise MachinesDisagreeError(
+            f"trainer.run_dir={run_dir}: the machine(s) of {where} cannot see the files rank 0"
+            f" ({every[0][1]}) writes there; trainer.run_dir must be on storage every machine"
+            " sees (a shared file system), or checkpoints lack those machines' files"
+        )
+
+
+def _write_probe(run_dir: Path) -> str | None:
+    name = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_text(name, encoding="utf-8")
+    except OSError:
+        return None
+    return name
+
+
+def _reads(path: Path, expected: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == expected
+    except OSError:
+        return False
+
+
+def _ranks(ranks: list[int], hosts: list[str]) -> str:
+    """`rank(s) 8-15 (node-b)`: the ranks and the host names they run on. Ranks, not
+    `--node-rank`: torchrun's c10d rendezvous numbers the machines in the order they join."""
+    names = ", ".join(dict.fromkeys(hosts[rank] for rank in ranks))
+    return f"rank(s) {rank_ranges(ranks)} ({names})"
+
+
+def _gathered(value: Any) -> list[Any]:
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, value)
+    return every
+
+
+def _flattened(prefix: str, tree: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            items += _flattened(f"{dotted}.", value)
+        else:
+            items.append((dotted, value))
+    return items
+
+
+def _keys(configs: list[dict[str, Any]]) -> list[str]:
+    """Every key of `configs`, in the order the first config that has it lists it."""
+    return list(dict.fromkeys(key for config in configs for key in config))
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=str)
