@@ -8,13 +8,13 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.group_meta import group_meta_entries, group_meta_root, summarise
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.check.removed_while_read import describes_checkpoint
-from mfsdp_ckpt.check.trainer_step import trainer_step_problems
+from mfsdp_ckpt.check.trainer_step import ITERATION_KEY, trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
@@ -30,6 +30,7 @@ from mfsdp_ckpt.lora import (
     read_lora_settings,
 )
 from mfsdp_ckpt.retention import doomed_entries
+from mfsdp_ckpt.storage.blob_decode import load_blob
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry, TensorEntry
 
@@ -47,7 +48,7 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
 
     Decoding goes only through the reader's restricted loader, which builds plain data and
     tensors and refuses anything else: numpy RNG state shows as "not decoded" (Megatron-LM's
-    argparse.Namespace too, until `describe_args` reads it), and nothing stored in the
+    argparse.Namespace too, which `describe_entry` reads otherwise), and nothing stored in the
     checkpoint ever runs."""
     described = {
         "name": entry.name,
@@ -63,41 +64,81 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     if not decode or entry.length > MAX_DECODED_OBJECT_BYTES:
         described["not_decoded"] = "too large or too many to decode"
         return described
-    try:
-        value = reader.read_object(entry.name)
-    except (CheckpointFormatError, CheckpointFileError):
-        from mfsdp_ckpt.check.object_pickles import refused_decode_note
+    from mfsdp_ckpt.check.object_pickles import refused_decode_note, torch_refuses
 
-        described["not_decoded"] = refused_decode_note(reader, entry)
+    stored = _read_by_step_check(reader, entry.name)
+    raw = None
+    try:
+        if stored is None:
+            raw = reader.object_bytes(entry.name)
+            # a refusal told from the pickle's names, without importing torch
+            refused = torch_refuses(reader, entry, raw)
+            where = f"{reader.root} [{entry.name}]"
+            stored = None if refused else (load_blob(raw, entry.transforms, where),)
+    except (CheckpointFormatError, CheckpointFileError):
+        stored = None
+    if stored is None:
+        described["not_decoded"] = refused_decode_note(reader, entry, raw)
         return described
+    (value,) = stored
     described["kind"] = type(value).__name__
     if isinstance(value, _SCALARS):
         described["value"] = value if not isinstance(value, str) else value[:MAX_SHOWN_VALUE_CHARS]
     return described
 
 
-def describe_args(reader: CheckpointReader, described: dict, for_config: bool) -> dict:
-    """Megatron-LM's `args` entry, an argparse.Namespace that `describe_object`'s plain
-    decode refuses (it holds dtypes, enums, partials), described as what it is: the run's
+def _read_by_step_check(reader: CheckpointReader, name: str) -> tuple[Any] | None:
+    """(value,) of a record the step check (`trainer_step`: `iteration`, `extra.*`) read
+    already, kept on the reader (`reader.decoded`) as that check reads it, so that its blob
+    is read once; None for any other entry, or one that check did not read or could not."""
+    if name != ITERATION_KEY and not name.startswith(state_keys.EXTRA_KEY_PREFIX):
+        return None
+
+    def not_read() -> NoReturn:
+        raise _NotReadYet(name)
+
+    try:
+        return (reader.decoded.once(name, not_read),)
+    except (_NotReadYet, CheckpointFormatError, CheckpointFileError):
+        return None
+
+
+class _NotReadYet(LookupError):
+    """A record `reader.decoded` does not hold: raised past it, so nothing is kept."""
+
+
+def describe_entry(
+    reader: CheckpointReader, entry: ObjectEntry, decode: bool, for_config: bool
+) -> dict:
+    """`describe_object`, but for Megatron-LM's `args`: an argparse.Namespace that plain
+    decode refuses (it holds dtypes, enums, partials), described as what it is, the run's
     settings, read through the restricted Namespace reader the model config is derived
-    with (`megatron_record.read_args`: every other class stays a name, nothing runs).
-    `for_config`: the model line's config derives from it. Anything else, or a Namespace
-    that reader refuses too, stays as `describe_object` left it (with that reader's reason)."""
+    with (`megatron_record.read_args`, once per reader: every other class stays a name,
+    nothing runs). `for_config`: the model line's config derives from it. An `args` that
+    reader refuses, or that holds no Namespace, is described by `describe_object` (an
+    opaque one with that reader's reason)."""
     from mfsdp_ckpt.convert.megatron_record import ARGS_KEY, read_args
 
-    if described["name"] != ARGS_KEY or described["kind"] != "opaque":
-        return described
-    if described["not_decoded"] == _NO_STORAGE:
-        return described
+    if entry.name != ARGS_KEY or entry.file is None:
+        return describe_object(reader, entry, decode)
     try:
         fields = read_args(reader)
     except (CheckpointFormatError, CheckpointFileError) as err:
+        described = describe_object(reader, entry, decode)
+        if described["kind"] != "opaque":
+            return described
         return {**described, "not_decoded": str(err).split("]: ", 1)[-1]}
-    if fields is None:  # a None the plain decode did not reach (too large)
-        return described
+    if fields is None:  # it holds None: as plain decode says it
+        return describe_object(reader, entry, decode)
     read = ", read for the model config" if for_config else ""
-    note = f"argparse.Namespace of {len(fields)} settings{read}"
-    return {**described, "kind": "Namespace", "not_decoded": None, "note": note}
+    return {
+        "name": entry.name,
+        "kind": "Namespace",
+        "bytes": entry.length,
+        "value": None,
+        "not_decoded": None,
+        "note": f"argparse.Namespace of {len(fields)} settings{read}",
+    }
 
 
 def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
@@ -287,6 +328,13 @@ def describe_checkpoint(
     readers = [reader]
     if paths.optimizer_dcp is not None:
         readers.append(CheckpointReader(paths.optimizer_dcp))
+    # the step's records first: what they decode, the objects' rows show (read once)
+    step_problems = [
+        f"{where}: {problem}"
+        for where, problem in trainer_step_problems(
+            paths, reader, {"its directory": paths.step, "its manifest": manifest_step}
+        )
+    ]
     every_tensor = {k: e for each in readers for k, e in each.tensors.items()}
     weights = describe_weights(every_tensor)
     readable = weights["problem"] is None  # two model entries: nothing reads the weights
@@ -320,12 +368,7 @@ def describe_checkpoint(
         "optimizer_checkpoint": None if paths.optimizer_dcp is None else str(paths.optimizer_dcp),
         "step": paths.step,
         # the step a resume continues from, where its record disagrees (`trainer_step`)
-        "step_problems": [
-            f"{where}: {problem}"
-            for where, problem in trainer_step_problems(
-                paths, reader, {"its directory": paths.step, "its manifest": manifest_step}
-            )
-        ],
+        "step_problems": step_problems,
         "layout": paths.kind,
         "recorded_model": recorded_model,
         "role": paths.role,
@@ -376,9 +419,7 @@ def _describe_objects(
             described.append(summarise(reader, name, found))
             continue
         decode = shown + len(described) < MAX_DECODED_OBJECTS
-        described.append(
-            describe_args(reader, describe_object(reader, found, decode), args_for_config)
-        )
+        described.append(describe_entry(reader, found, decode, args_for_config))
     return described
 
 

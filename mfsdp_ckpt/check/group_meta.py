@@ -10,8 +10,9 @@ parameters, and the distinct groups, by the settings that tell them apart and th
 parameters each holds.
 
 The values are read as validate's pickle scan reads the blobs, a run of neighbours at a time
-(`blob_runs`), and each distinct blob is decoded once, by torch's weights-only load of
-plain values (a DCP save writes equal values as equal bytes: a few distinct ones in all).
+(`blob_runs`), and each distinct blob is decoded once, as torch's weights-only load of
+plain values does, without importing torch (`plain_blob`; a DCP save writes equal values
+as equal bytes: a few distinct ones in all).
 A checkpoint of more than MAX_DISTINCT_BLOBS distinct ones is counted, not summarised: the
 line stays bounded in time whatever the blobs hold.
 """

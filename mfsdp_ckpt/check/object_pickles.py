@@ -333,11 +333,33 @@ def _whole_for(
     return raw
 
 
-def refused_decode_note(reader: CheckpointReader, entry: ObjectEntry) -> str:
-    """Why inspect shows an entry the restricted reader refused as opaque: what a stock
-    torch load would run from it when it would run anything, else the refusal itself."""
+def torch_refuses(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> bool:
+    """Whether torch's weights-only load refuses the entry's blob (`raw`) for a global its
+    pickle names outside torch's namespace that torch does not admit (numpy's RNG state, a
+    Namespace): told from the names, without importing torch. False where the pickle cannot
+    be read so far: torch's load says what it makes of it."""
+    where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
     try:
-        found = entry_code_on_load(reader, entry)
+        uses = pickle_globals(entry_pickle(reader, entry, where, raw))
+    except (CheckpointFormatError, CheckpointFileError, PickleRefused):
+        return False
+    return any(_outside_torch(_python3_name(use.name)) for use in uses)
+
+
+def _outside_torch(name: str) -> bool:
+    """A global torch's weights-only loader refuses by default: not one it admits, and of
+    no torch module (those it may admit are left to its load)."""
+    return name not in TORCH_ADMITTED and name.split(".", 1)[0] != "torch"
+
+
+def refused_decode_note(
+    reader: CheckpointReader, entry: ObjectEntry, raw: bytes | None = None
+) -> str:
+    """Why inspect shows an entry the restricted reader refused as opaque: what a stock
+    torch load would run from it when it would run anything, else the refusal itself.
+    `raw`: the entry's bytes, when the caller read them already."""
+    try:
+        found = entry_code_on_load(reader, entry, raw)
     except (CheckpointFormatError, CheckpointFileError):
         found = None
     if found is None:

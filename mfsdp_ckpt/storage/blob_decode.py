@@ -1,7 +1,8 @@
 """A DCP blob's bytes back to what was saved: its transforms (compression, ...) undone
 within a limit, then loaded with torch.load's weights_only after blob_guard's structure
-checks. torch is imported only here, when a blob is decoded, so the metadata tables and
-raw byte copies never pay for it.
+checks. torch is imported only here, when a blob that is not plain data is decoded
+(`plain_blob`), so the metadata tables, raw byte copies and small plain values never pay
+for it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
 from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS
+from mfsdp_ckpt.storage.plain_blob import plain_value
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
@@ -80,7 +82,10 @@ def load_blob(
     raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
 ) -> Any:
     """torch.load with weights_only (tensors and plain containers only, never code), after
-    blob_guard's structure checks."""
+    blob_guard's structure checks; a blob of plain data without torch (`plain_value`)."""
+    plain = plain_value(raw, transforms)
+    if plain is not None:
+        return plain[0]
     import torch
 
     try:

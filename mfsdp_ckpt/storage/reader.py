@@ -522,14 +522,20 @@ class CheckpointReader:
         return out
 
     def read_object(self, name: str) -> Any:
+        raw = self.object_bytes(name)
+        entry = self.objects[name]
+        return load_blob(raw, entry.transforms, self._where(name, entry.file))
+
+    def object_bytes(self, name: str) -> bytes:
+        """The stored bytes of a non-tensor entry, as `read_object` decodes them: for a
+        caller that also reads them otherwise (inspect's pickle scan), reading them once."""
         entry = self.objects.get(name)
         if entry is None:
             raise KeyError(f"{self.root}: no object named {name!r}")
-        where = self._where(name, entry.file)
         if entry.file is None:
+            where = self._where(name, entry.file)
             raise CheckpointFormatError(f"{where}: object has no storage entry")
-        raw = self.store.read_range(entry.file, entry.file_offset, entry.length)
-        return load_blob(raw, entry.transforms, where)
+        return self.store.read_range(entry.file, entry.file_offset, entry.length)
 
 
 __all__ = [

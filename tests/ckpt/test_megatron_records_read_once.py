@@ -1,6 +1,7 @@
 """A Megatron-LM checkpoint's `args` and `iteration` are read and unpickled once per command:
 export-hf read `args` three times (whether a config is recorded, the config derived, the
-recorded layout), validate five times and `iteration` twice. Counted here as reads of the
+recorded layout), validate five times and `iteration` twice, inspect `args` three times and
+`iteration` twice. Counted here as reads of the
 blob's exact byte range from its data file (validate's pickle scan reads a run of
 neighbouring blobs at once, a wider range), through the store's real file reads."""
 
@@ -51,6 +52,12 @@ def test_export_reads_args_once(monkeypatch, run, tmp_path):
 
 def test_validate_reads_args_and_iteration_once(monkeypatch, run):
     reads = _blob_reads(monkeypatch, run, "ckpt", "validate", run)
+    assert reads == {"args": 1, "iteration": 1}
+
+
+def test_inspect_reads_args_and_iteration_once(monkeypatch, run):
+    """inspect's rows of the two show what the model line and the step check read."""
+    reads = _blob_reads(monkeypatch, run, "ckpt", "inspect", run)
     assert reads == {"args": 1, "iteration": 1}
 
 

@@ -1,0 +1,82 @@
+"""A blob of plain data (a step, a learning rate, a tuple of betas) decoded without torch.
+
+Importing torch costs ~1.5-2 CPU seconds, more than the rest of an inspect of a checkpoint
+of thousands of parameters, whose non-tensor entries are small plain values (Megatron's
+`param_to_group_meta` settings, `iteration`, `extra.*`). Such a blob's pickle names no
+global and no storage, so the restricted unpickler (data only) builds the same value
+torch's weights-only load does. It is taken only where the two agree by construction: no
+transforms, torch.save's protocol 2, and only the opcodes both unpicklers run alike;
+anything else (a tensor, an OrderedDict, a Namespace, damaged bytes) is left to torch's
+load, whose value or error stays what it was.
+"""
+
+from __future__ import annotations
+
+import io
+import pickletools
+from typing import Any
+
+from mfsdp_ckpt.format.blob_guard import PICKLE_BUDGET, blob_pickle, open_blob
+from mfsdp_ckpt.format.restricted_pickle import restricted_loads
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
+
+TORCH_SAVE_PROTOCOL = 2  # torch.save's pickle protocol; torch warns when loading any other
+# Opcodes of a protocol-2 pickle of plain values that torch's weights-only unpickler and the
+# restricted one both run, with the same meaning (no GLOBAL, REDUCE or BINPERSID: a class,
+# a call or a storage is torch's to load).
+_SHARED_OPCODES = frozenset(
+    (
+        "PROTO",
+        "STOP",
+        "MARK",
+        "NONE",
+        "NEWTRUE",
+        "NEWFALSE",
+        "BININT",
+        "BININT1",
+        "BININT2",
+        "LONG1",
+        "BINFLOAT",
+        "BINUNICODE",
+        "EMPTY_TUPLE",
+        "TUPLE",
+        "TUPLE1",
+        "TUPLE2",
+        "TUPLE3",
+        "EMPTY_LIST",
+        "APPEND",
+        "APPENDS",
+        "EMPTY_DICT",
+        "SETITEM",
+        "SETITEMS",
+        "BINPUT",
+        "LONG_BINPUT",
+        "BINGET",
+        "LONG_BINGET",
+    )
+)
+
+
+def plain_value(raw: bytes, transforms: tuple[str, ...]) -> tuple[Any] | None:
+    """(value,) of a blob of plain data, read without torch; None when it is not one (or
+    cannot be read so), for torch's load to decode or refuse."""
+    if transforms:
+        return None
+    try:
+        data = blob_pickle(open_blob(io.BytesIO(raw), len(raw), "blob"), "blob")
+        if not _plain_pickle(data):
+            return None
+        return (restricted_loads(data, {}, budget=PICKLE_BUDGET),)
+    except Exception as err:
+        reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
+        return None
+
+
+def _plain_pickle(data: bytes) -> bool:
+    """Whether `data` is a protocol-2 pickle of _SHARED_OPCODES only."""
+    for index, (opcode, arg, _pos) in enumerate(pickletools.genops(data)):
+        if opcode.name not in _SHARED_OPCODES:
+            return False
+        if index == 0 and (opcode.name != "PROTO" or arg != TORCH_SAVE_PROTOCOL):
+            return False
+    return True
