@@ -341,10 +341,10 @@ def start(
     # Not in a rank torchrun started (it sets TORCHELASTIC_RUN_ID beside RANK): RANK and
     # WORLD_SIZE a job system set per machine (Kubeflow, AzureML) or an export left over made
     # the launch flags train in this one process instead, waiting for ranks nobody started;
-    # torchrun, given the same flags, launches and sets each rank's own.
-    launching = not os.environ.get("TORCHELASTIC_RUN_ID") and (
-        launch.nproc_per_node > 1 or launch.multi_node
-    )
+    # torchrun, given the same flags, launches and sets each rank's own. TORCHELASTIC_RUN_ID
+    # alone (exported from a torchelastic job's shell) made `--nproc-per-node 2` one process.
+    in_torchrun_rank = bool(os.environ.get("TORCHELASTIC_RUN_ID")) and "RANK" in os.environ
+    launching = not in_torchrun_rank and (launch.nproc_per_node > 1 or launch.multi_node)
     kind = "rl" if subcommand == "grpo" else "sft"
     check_data_files(cfg.data, kind, config_given=config_path is not None)
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix

@@ -108,15 +108,17 @@ def test_the_repro_exits_at_once_in_a_fresh_process(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("left", [{"RANK": "0", "WORLD_SIZE": "2"}, {"TORCHELASTIC_RUN_ID": "x"}])
 @pytest.mark.parametrize(
     "flags", [["--nproc-per-node", "2"], ["--nnodes", "2", "--rdzv-endpoint", "node0:29500"]]
 )
 def test_launch_flags_launch_with_a_rank_in_the_environment_not_from_torchrun(
-    flags, tmp_path, monkeypatch
+    flags, left, tmp_path, monkeypatch
 ):
     """RANK and WORLD_SIZE that torchrun did not set (a job system's per machine, as Kubeflow
     sets them, or an export left over) made the launch flags train in this one process,
-    waiting for ranks nobody started; torchrun launches with them, setting each rank's own."""
+    waiting for ranks nobody started; so did a TORCHELASTIC_RUN_ID without RANK (exported
+    from a torchelastic job's shell). torchrun launches, setting each rank's own."""
     launched = []
 
     def started(command, **popen):
@@ -124,9 +126,10 @@ def test_launch_flags_launch_with_a_rank_in_the_environment_not_from_torchrun(
         return 0
 
     monkeypatch.setattr("cli.launch.run_ranks", started)
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    for name in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in left.items():
+        monkeypatch.setenv(name, value)
     # the launch sets what its ranks inherit (the config checked, threads, PYTHONPATH): kept
     # from the tests after this one in the process, which would read as launched ranks
     with mock.patch.dict(os.environ):
