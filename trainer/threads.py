@@ -207,9 +207,9 @@ def configure_threads(
     if choice.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = choice.wait_policy
     os.environ[CHOSEN_MARKER] = "1"
-    if (
-        os.environ.get("LOCAL_RANK", "0") == "0"
-    ):  # under a user's own torchrun: one line per machine
+    # under a user's own torchrun: one line per machine, from its local rank 0; a LOCAL_RANK
+    # left in the launching shell (no RANK beside it) hid the line and the note
+    if os.environ.get("LOCAL_RANK", "0") == "0" or "RANK" not in os.environ:
         # INFO (`mfsdp -v`): an error a run stops with stays the only line it prints
         logger = logging.getLogger("mfsdp.threads")
         advice = (

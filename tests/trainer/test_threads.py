@@ -109,3 +109,23 @@ def test_a_users_count_is_logged_with_how_to_let_mfsdp_choose(monkeypatch, caplo
         threads.configure_threads(1)
     assert "(OMP_NUM_THREADS as set); unset OMP_NUM_THREADS to let mfsdp choose" in caplog.text
     assert "16 threads on 8 CPU core(s)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [({"LOCAL_RANK": "1"}, True), ({"LOCAL_RANK": "1", "RANK": "1"}, False)],
+    ids=["left-in-the-shell", "a-rank"],
+)
+def test_the_choice_is_said_by_all_but_the_ranks_past_a_machines_first(
+    monkeypatch, caplog, eight_cores, environ, said
+):
+    """A LOCAL_RANK left in the launching shell (no RANK beside it) hid the line; a rank of
+    a user's own torchrun other than its machine's first stays quiet."""
+    for name in ("LOCAL_RANK", "RANK", "OMP_NUM_THREADS", threads.CHOSEN_MARKER):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # nothing to set in this process
+    with caplog.at_level("INFO", logger="mfsdp.threads"):
+        threads.configure_threads(1)
+    assert ("CPU thread(s) per process" in caplog.text) is said, caplog.text
