@@ -133,8 +133,15 @@ def _recorded_alphas(
     return [record for record in found if record is not None]
 
 
+def _alpha(value: float) -> str:
+    """`value` short (`16`), but never rounded to another value's spelling: `16.0000001`
+    shown as `16` beside a recorded 16 read as the same alpha."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
 def _listed(records: list[tuple[float, str]]) -> str:
-    return " and ".join(f"{where} records alpha {alpha:g}" for alpha, where in records)
+    return " and ".join(f"{where} records alpha {_alpha(alpha)}" for alpha, where in records)
 
 
 def set_lora_scale(
@@ -155,11 +162,11 @@ def set_lora_scale(
     if lora_alpha is not None:
         if records and all(alpha != float(lora_alpha) for alpha, _ in records):
             raise ExportUsageError(
-                f"--lora-alpha {float(lora_alpha):g}: {_listed(records)}, the alpha the run"
+                f"--lora-alpha {_alpha(float(lora_alpha))}: {_listed(records)}, the alpha the run"
                 " trained with; leave --lora-alpha out"
             )
         lora.alpha = float(lora_alpha)
-        note = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
+        note = f"LoRA alpha {_alpha(lora.alpha)} from --lora-alpha"
     elif len({alpha for alpha, _ in records}) > 1:
         raise ForeignWeightsError(
             f"{location}: {_listed(records)}: two records of one adapter disagree; pass"
@@ -167,7 +174,7 @@ def set_lora_scale(
         )
     elif records:
         lora.alpha, where = records[0]
-        note = f"LoRA alpha {lora.alpha:g} from {where}"
+        note = f"LoRA alpha {_alpha(lora.alpha)} from {where}"
     else:
         raise ExportUsageError(
             f"{location}: a LoRA adapter of rank {lora.rank} on"

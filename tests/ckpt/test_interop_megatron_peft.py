@@ -589,6 +589,9 @@ def test_lora_alpha_must_agree_with_what_the_checkpoint_records(tmp_path):
     assert line.startswith("error: --lora-alpha 32: ") and "run_config.yaml peft" in line, err
     assert f"records alpha {ALPHA:g}" in line and "leave --lora-alpha out" in line, err
     assert _exported_alpha(run, tmp_path / "b", "--lora-alpha", f"{ALPHA:g}")[:2] == (0, ALPHA)
+    near = ALPHA + 1e-7  # refused, and never shown rounded to the alpha it is not
+    code, _, err = _exported_alpha(run, tmp_path / "n", "--lora-alpha", repr(near))
+    assert code == 2 and f"--lora-alpha {near!r}: " in one_error_line(err), err
 
     (step / "hf").mkdir()
     saved = step / "hf" / "adapter_config.json"
