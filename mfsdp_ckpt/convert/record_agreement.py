@@ -58,6 +58,7 @@ from mfsdp_ckpt.convert.megatron_config import (
 )
 from mfsdp_ckpt.convert.megatron_record import RecordedSettings, recorded_config, recorded_settings
 from mfsdp_ckpt.convert.record_values import value_disagreements
+from mfsdp_ckpt.convert.verl_record import VERL_TRANSFORMER_CONFIG
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
@@ -144,8 +145,15 @@ def refuse_uncomputable(
 
 
 def _uncomputable(given: dict[str, Any], recorded: RecordedSettings) -> list[str]:
+    """`uncomputable` of the record for `given`'s family. verl's transformer_config.json is
+    held to the settings no family computes, not to a family's own: verl's config converter
+    sets moe_router_pre_softmax for every Mixtral (hf_to_mcore_config_mixtral), and its
+    rollout (vLLM, transformers) ran the same weights as Hugging Face Mixtral, whose routing
+    the RL samples came from and verl's own merger exports: every verl Mixtral run was refused."""
     family = given.get("model_type")
-    known = family if isinstance(family, str) else None
+    known = (
+        family if isinstance(family, str) and recorded.record != VERL_TRANSFORMER_CONFIG else None
+    )
     return uncomputable(recorded.settings, recorded.names, known)
 
 

@@ -54,11 +54,6 @@ REFUSED = {  # case: (family, transformer_config.json fields, words of the refus
         {"moe_router_pre_softmax": True},
         "norm_topk_prob=True (record: moe_router_pre_softmax True)",
     ),
-    "pre-softmax as mixtral": (
-        "mixtral",
-        {"moe_router_pre_softmax": True, "moe_router_topk": 1},
-        "moe_router_pre_softmax=True cannot be exported as mixtral",
-    ),
     "rope base": (
         "qwen3",
         {"rotary_base": 5000.0},
@@ -85,6 +80,18 @@ def test_a_verl_record_the_export_would_not_compute_is_refused(case, tmp_path):
     assert not out.exists()
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 1 and words in stdout and RECORD in stdout, stdout + err
+
+
+def test_a_verl_mixtral_with_the_pre_softmax_its_converter_sets_exports(tmp_path):
+    """verl's config converter sets moe_router_pre_softmax for every Mixtral
+    (hf_to_mcore_config_mixtral), and its rollout ran the same weights as Hugging Face
+    Mixtral: held to the family's own rule, every verl Mixtral run was refused."""
+    model = tiny_causal_lm("mixtral", num_experts_per_tok=2)
+    run = verl_bridge_run(tmp_path, model, moe_router_pre_softmax=True, moe_router_topk=2)
+    code, _stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 0, err
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and "valid" in stdout, stdout + err
 
 
 # How verl writes objects: dtypes and enums by str(), callables dropped (current verl) or by
