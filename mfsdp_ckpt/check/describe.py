@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.group_meta import group_meta_entries, group_meta_root, summarise
@@ -93,18 +93,7 @@ def _read_by_step_check(reader: CheckpointReader, name: str) -> tuple[Any] | Non
     is read once; None for any other entry, or one that check did not read or could not."""
     if name != ITERATION_KEY and not name.startswith(state_keys.EXTRA_KEY_PREFIX):
         return None
-
-    def not_read() -> NoReturn:
-        raise _NotReadYet(name)
-
-    try:
-        return (reader.decoded.once(name, not_read),)
-    except (_NotReadYet, CheckpointFormatError, CheckpointFileError):
-        return None
-
-
-class _NotReadYet(LookupError):
-    """A record `reader.decoded` does not hold: raised past it, so nothing is kept."""
+    return reader.decoded.peek(name)
 
 
 def describe_entry(

@@ -41,3 +41,9 @@ class DecodedRecords:
         if failed is not None:
             raise failed.with_traceback(None)
         return value
+
+    def peek(self, name: str) -> tuple[Any] | None:
+        """(value,) of `name` where it was decoded already; None where it was not asked for,
+        or failed (nothing is decoded or kept here)."""
+        found = self._found.get(name)
+        return None if found is None or found[1] is not None else (found[0],)

@@ -152,9 +152,9 @@ def test_multi_node_needs_an_endpoint():
 
 def test_dev_without_a_command_prints_its_usage_only():
     done = subprocess.run([str(REPO / "dev")], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 2
-    assert "./dev mfsdp ARGS" in done.stdout and "set -euo" not in done.stdout
-    assert json.dumps(done.stdout).count("#") == 0
+    assert done.returncode == 2 and done.stdout == ""  # bad usage: the usage on stderr
+    assert "./dev mfsdp ARGS" in done.stderr and "set -euo" not in done.stderr
+    assert json.dumps(done.stderr).count("#") == 0
 
 
 def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
