@@ -11,10 +11,13 @@ checks those before it loads anything.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.launch import check_data_files, load_checked_config
 from cli.missing_path import refuse_missing
+
+if TYPE_CHECKING:
+    from trainer.model_source import ModelSource
 
 
 def config_class(trainer: str) -> type:
@@ -40,9 +43,35 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     check_data_files(cfg.data, "rl" if trainer == "grpo" else "sft", config_path is not None)
     source = resolve_model_source(cfg.model)  # the config's part of `check_prerequisites`
     check_tokenizer_present(cfg.model, source)
+    _refuse_uncomputable_record(source)
     if trainer == "grpo":
         check_context_length(cfg, source)
     return cfg
+
+
+def _refuse_uncomputable_record(source: ModelSource | None) -> None:
+    """A checkpoint `model.path` names whose Megatron record (verl's transformer_config.json,
+    Bridge's run_config.yaml, Megatron-LM's args) holds a setting no family here computes
+    (qk_l2_norm, a sigmoid router, windowed attention) is refused as train refuses it when it
+    loads the weights (`record_agreement.refuse_uncomputable`, the same rule and line): the
+    config.json it would build the model from computes another model. A config derived from
+    the record was refused as it was derived (`resolve_model_source`)."""
+    from mfsdp_ckpt.convert.hf_config import read_config_json
+    from mfsdp_ckpt.convert.megatron_config import MegatronConfigError
+    from mfsdp_ckpt.convert.record_agreement import refuse_uncomputable
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+    from trainer.config_base import ConfigError
+
+    if source is None or source.assets is None or source.checkpoint is None:
+        return
+    given = read_config_json(source.assets)[1]
+    reader = CheckpointReader(source.checkpoint.dist_ckpt)
+    try:
+        refuse_uncomputable(
+            given, source.checkpoint, reader, f"{source.assets_key} {source.assets}"
+        )
+    except MegatronConfigError as err:
+        raise ConfigError(f"model.path: {err}") from None
 
 
 def ok_line(trainer: str, config_path: str | None) -> str:

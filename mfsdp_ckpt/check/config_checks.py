@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
     from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig
+    from mfsdp_ckpt.convert.megatron_lora import MegatronLora
 
 
 def config_to_check(
@@ -378,8 +379,9 @@ def _check_plan(
     shapes of its own: a checkpoint validate passes must be one export-hf writes, and two
     lists of expected shapes drift apart. An adapter saved alone is planned as an adapter.
     The config is made (`config_of`) inside the check, so one that cannot be made is
-    reported at `where` (the config file or record), not raised. Weights of a model this
-    config does not describe are a warning (not checked), not damage."""
+    reported at `where` (the config file or record), not raised. An adapter export-hf
+    refuses under any config (a variant, a module it does not map) is an error
+    (`_refused_adapter`): validate passes what export writes."""
     from mfsdp_ckpt.convert.export_errors import (
         ExportError,
         ExportUsageError,
@@ -400,9 +402,8 @@ def _check_plan(
         if paths.role == value_head.CRITIC:  # the value head apart, the backbone as an actor's
             source, config = _critic_backbone(paths, reader, report, config)
         plan = plan_export(source, config, drop_mtp=True, compare_tied_head=report.deep)
-    except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
-        what = str(err).removeprefix(f"{source.location} ")
-        report.add(WARNING, where, f"weights not checked against this config: {what}")
+    except ForeignWeightsError as err:  # an adapter export-hf refuses under any config
+        _refused_adapter(report, source, err)
     except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
             ERROR,
@@ -410,6 +411,8 @@ def _check_plan(
             f"the weights do not fit this config: {without_location(err, source.location)}",
         )
     else:  # the main model fits; MTP layers have no counterpart in the config to check
+        if plan.lora is not None:
+            _check_adapter_records(report, source, plan.lora)
         if plan.mtp is not None:
             report.add(
                 WARNING,
@@ -446,22 +449,47 @@ def _check_adapter(
     """A LoRA adapter saved without its base (Megatron-Bridge's PEFT save, the HF Trainer's
     adapter-only one): each A and B against the shape of the weight the config gives the
     module it adapts, as export checks them before merging."""
-    from mfsdp_ckpt.convert.export_errors import (
-        ExportError,
-        ExportUsageError,
-        ForeignWeightsError,
-    )
+    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import plan_adapter
     from mfsdp_ckpt.convert.hf_config import HFConfigError
 
     try:
-        plan_adapter(source, config_of(), drop_mtp=True)
-    except (ForeignWeightsError, ExportUsageError) as err:  # a variant, adapters on MTP only
-        what = str(err).removeprefix(f"{source.location} ")
-        report.add(WARNING, where, f"adapter not checked against this config: {what}")
+        lora = plan_adapter(source, config_of(), drop_mtp=True)[0]
+    except ExportUsageError as err:  # a variant, an unmapped module, adapters on MTP only
+        _refused_adapter(report, source, err)
     except (ExportError, HFConfigError) as err:  # its tensor named, the checkpoint is said
         what = str(err).removeprefix(f"{source.location} ")
         report.add(ERROR, where, f"the adapter does not fit this config: {what}")
+    else:
+        if lora is not None:
+            _check_adapter_records(report, source, lora)
+
+
+def _check_adapter_records(
+    report: ValidationReport, source: ExportSource, lora: MegatronLora
+) -> None:
+    """What the checkpoint records about its adapter (run_config.yaml's peft section, the
+    adapter_config.json saved beside it), refused as export-hf refuses it whatever
+    --lora-alpha is given (`refuse_recorded_variant`, the reading export itself does)."""
+    from mfsdp_ckpt.convert.export_errors import ForeignWeightsError
+    from mfsdp_ckpt.convert.megatron_lora_alpha import refuse_recorded_variant
+
+    try:
+        refuse_recorded_variant(lora, source.location, source.paths)
+    except (ForeignWeightsError, CheckpointFormatError, CheckpointFileError) as err:
+        _refused_adapter(report, source, err)
+
+
+def _refused_adapter(report: ValidationReport, source: ExportSource, err: Exception) -> None:
+    """An error (exit 1) for an adapter export-hf refuses under any config or flag
+    (`split_adapters`, `describe_adapters`, `plan_adapter`: the rules export applies, not a
+    list of validate's own): what validate passes, export writes. Said at the checkpoint,
+    with the stored key or the record file that export names."""
+    text, location = str(err), source.location
+    # a record file inside the checkpoint (its run_config.yaml) is named whole
+    located = text.startswith((f"{location} ", f"{location}:"))
+    what = without_location(err, location) if located else text
+    report.add(ERROR, source.location, f"export-hf refuses this adapter: {what}")
 
 
 def _already_wrong(report: ValidationReport, where: str) -> bool:

@@ -12,8 +12,8 @@ class ExportUsageError(MfsdpUsageError, ValueError):
 
 class ForeignWeightsError(ExportUsageError):
     """Weights of a kind export does not convert and no config describes (Megatron PEFT
-    adapters): exit 2 for export; validate reports it as a warning, since the checkpoint
-    itself may be whole."""
+    adapters): exit 2 for export; validate reports it as an error, since export refuses
+    it under any config."""
 
 
 class ExportError(MfsdpFailedError, ValueError):

@@ -133,6 +133,17 @@ def _recorded_alphas(
     return [record for record in found if record is not None]
 
 
+def refuse_recorded_variant(
+    lora: MegatronLora, location: str, paths: layout.CheckpointPaths | None
+) -> None:
+    """What the checkpoint records about its adapter that export-hf refuses whatever
+    --lora-alpha is given (another PEFT kind or dim in run_config.yaml, a saved
+    adapter_config.json of another rank or not plain LoRA): ForeignWeightsError naming the
+    file and key, read exactly as `set_lora_scale` reads it, so validate refuses what export
+    refuses (an alpha that is no positive number is not raised: --lora-alpha supplies one)."""
+    _recorded_alphas(lora, location, paths, need=False)
+
+
 def _alpha(value: float) -> str:
     """`value` short (`16`), but never rounded to another value's spelling: `16.0000001`
     shown as `16` beside a recorded 16 read as the same alpha."""

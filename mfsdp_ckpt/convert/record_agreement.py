@@ -134,13 +134,15 @@ def refuse_uncomputable(
     """MegatronConfigError (exit 1, as without `given`) when the checkpoint's record holds a
     setting no family exported here computes, or `given`'s family cannot
     (`megatron_config.uncomputable`): no config.json makes the weights compute it, so the
-    remedy is none of another config's. `config` names the config.json in the line."""
+    remedy is none of another config's. The line names the record the value came from
+    first (verl's transformer_config.json, not the huggingface/config.json beside it), then
+    `config`, the config.json the caller would have used."""
     recorded = _settings(paths, reader)
     found = [] if recorded is None else _uncomputable(given, recorded)
     if recorded is not None and found:
         raise MegatronConfigError(
-            f"{config}: {recorded.where}: {'; '.join(found)}; no config.json makes the weights"
-            " compute it"
+            f"{recorded.where}: {'; '.join(found)}; no config.json makes the weights"
+            f" compute it (nor does {config})"
         )
 
 

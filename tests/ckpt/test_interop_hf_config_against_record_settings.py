@@ -40,8 +40,9 @@ def _refused_either_way(run, given, named, tmp_path) -> None:
     assert "--hf-config" not in derived, derived  # no config makes the weights compute it
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", out, "--hf-config", given)
     line = one_error_line(err)
-    assert code == 1 and line.startswith(f"error: --hf-config {given / 'config.json'}: "), err
-    assert f"{where}: {named} cannot be exported" in line, line
+    # the record the value came from first, then the config.json that cannot compute it
+    assert code == 1 and line.startswith(f"error: {where}: {named} cannot be exported"), err
+    assert line.endswith(f"(nor does --hf-config {given / 'config.json'})"), line
     assert not out.exists()
     code, stdout, err = run_cli("ckpt", "validate", run, "--hf-config", given)
     assert code == 1 and named in stdout and "cannot be exported" in stdout, stdout + err

@@ -608,3 +608,95 @@ def test_lora_alpha_must_agree_with_what_the_checkpoint_records(tmp_path):
     (step / "run_config.yaml").write_text(yaml.safe_dump({**config, "peft": no_alpha}))
     code, alpha, err = _exported_alpha(run, tmp_path / "e")
     assert (code, alpha) == (0, 2 * ALPHA) and f"from {saved}" in err, err
+
+
+# Adapter tensors export-hf refuses under any config or flag: on the output layer, the
+# embedding, a bias of an adapter, DoRA's magnitude, a second adapter on one module
+REFUSED_PLACEMENTS = {
+    "output layer": ("module.output_layer.adapter.linear_in.weight", (RANK, 128)),
+    "embedding": ("module.embedding.word_embeddings.adapter.linear_in.weight", (RANK, 500)),
+    "bias": ("module.decoder.layers.0.self_attention.linear_qkv.adapter.linear_out.bias", (64,)),
+    "DoRA": ("module.decoder.layers.0.mlp.linear_fc2.adapter.weight_magnitude", (128,)),
+    "second adapter": (
+        "module.decoder.layers.0.mlp.linear_fc2.adapters.b.linear_in.weight",
+        (4, 4),
+    ),
+}
+
+
+def _with_adapter_tensor(tmp_path, model, saved: str, extra: dict[str, torch.Tensor]):
+    """A Bridge adapter-only save (`saved` "bridge") or a verl save of adapter and base, its
+    adapter as `_megatron_adapters` draws it plus `extra`: (run, the DCP dir)."""
+    lora = _hf_lora(model)
+    if saved == "bridge":
+        run, dcp = _bridge_lora_run(tmp_path, model, lora, BRIDGE_PEFT)
+        state = {"checkpoint_version": 3.0, "iteration": 10}
+        weights = _megatron_adapters(model, lora)
+    else:
+        run = _verl_lora_run(tmp_path, model, lora)
+        dcp, state = run / "global_step_5" / "actor" / "model" / "dist_ckpt", {}
+        weights = {**mcore_weights(model), **_megatron_adapters(model, lora)}
+    for file in [*dcp.glob("*.distcp"), dcp / ".metadata"]:
+        file.unlink()
+    save_dcp({"model": {**weights, **extra}, **state}, dcp)
+    return run, dcp
+
+
+@pytest.mark.parametrize("saved", ["bridge", "verl"])
+@pytest.mark.parametrize("case", [None, *REFUSED_PLACEMENTS])
+def test_validate_fails_on_every_adapter_placement_export_refuses(tmp_path, saved, case):
+    """Was: validate exit 0 with a warning ("adapter not checked against this config") on
+    adapters export-hf then refused (exit 2). Now validate fails exactly where export does,
+    through export's own rules, in one error line naming the checkpoint and the key."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    key, shape = REFUSED_PLACEMENTS[case] if case else ("", ())
+    run, dcp = _with_adapter_tensor(tmp_path, model, saved, {key: torch.ones(shape)} if key else {})
+    model.save_pretrained(tmp_path / "base")
+    exported = [
+        run_cli("ckpt", "export-hf", run, "--out", tmp_path / f"out{i}", *flags)[0]
+        for i, flags in enumerate([("--adapter-only",), ("--hf-config", tmp_path / "base")])
+        if saved == "bridge" or not flags[0].startswith("--hf")
+    ]
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    errors = [line for line in stdout.splitlines() if line.startswith("error:")]
+    if case is None:
+        assert exported == [0] * len(exported) and code == 0 and not errors, stdout + err
+        return
+    assert all(exit_code == 2 for exit_code in exported), exported
+    assert code == 1 and len(errors) == 1, stdout + err
+    assert errors[0].startswith(f"error: {dcp}: export-hf refuses this adapter: [model.{key}]")
+    assert "warning:" not in stdout, stdout
+
+
+@pytest.mark.parametrize(
+    ("record", "says"),
+    [
+        ("dora", "_target_ 'megatron.bridge.peft.dora.DoRA' is not plain LoRA"),
+        ("rank", "r 16, but the checkpoint's adapter tensors have rank 4"),
+        ("rslora", "use_rslora True"),
+    ],
+)
+def test_validate_fails_on_an_adapter_record_export_refuses(tmp_path, record, says):
+    """What the checkpoint records of its adapter (run_config.yaml's peft, the adapter_config
+    saved beside it) was read by export alone: validate passed a DoRA run or a saved adapter
+    of another rank that every export refused, whatever --lora-alpha."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model)
+    if record == "dora":
+        dora = {**BRIDGE_PEFT, "_target_": "megatron.bridge.peft.dora.DoRA"}
+        run, step = _bridge_lora_run(tmp_path, model, lora, dora)
+        named = step / "run_config.yaml"
+    else:
+        run = _verl_lora_run(tmp_path, model, lora)
+        named = next(run.rglob("adapter_config.json"))
+        saved = {"peft_type": "LORA", "r": 16 if record == "rank" else RANK, "lora_alpha": 8}
+        named.write_text(json.dumps({**saved, "use_rslora": record == "rslora"}))
+    for flags in ((), ("--lora-alpha", "8")):
+        args = ("--adapter-only", *flags)
+        code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out", *args)
+        assert code == 2 and str(named) in one_error_line(err) and says in err, err
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    errors = [line for line in stdout.splitlines() if line.startswith("error:")]
+    assert code == 1 and len(errors) == 1, stdout + err
+    assert "export-hf refuses this adapter" in errors[0] and f"{named}" in errors[0], errors
+    assert says in errors[0], errors

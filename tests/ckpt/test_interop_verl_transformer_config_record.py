@@ -150,3 +150,47 @@ def test_a_run_from_a_verl_step_whose_router_no_family_computes_is_refused(tmp_p
     built = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source.assets))
     with pytest.raises(ConfigError, match=f"{RECORD}: moe_router_score_function='sigmoid'"):
         load_checkpoint_weights(built, source)
+
+
+@pytest.mark.parametrize(
+    ("family", "fields"),
+    [
+        ("qwen2", {"qk_l2_norm": True}),
+        ("qwen2", {"layernorm_zero_centered_gamma": True}),
+        ("qwen3", {"multi_latent_attention": True}),
+    ],
+    ids=["qk_l2_norm", "zero-centred norm", "multi-latent attention"],
+)
+def test_config_check_refuses_a_verl_step_train_refuses_with_trains_line(family, fields, tmp_path):
+    """Was: `mfsdp config check` ok (exit 0) for model.path of a dense verl step whose
+    transformer_config.json holds a setting no family computes, which train then refused as
+    it loaded the weights. Now both say one line, naming transformer_config.json (where the
+    value came from) before the huggingface/ dir the model would have been built from."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tests.support.megatron_checkpoints import word_level_tokenizer
+    from trainer.config import ModelConfig
+    from trainer.config_base import ConfigError
+    from trainer.model_source import load_checkpoint_weights, resolve_model_source
+
+    model = tiny_causal_lm(family)
+    run = verl_bridge_run(tmp_path, model, **fields)
+    hf = next(run.rglob("huggingface"))
+    word_level_tokenizer(hf, model.config.vocab_size)
+    (tmp_path / "train.jsonl").write_text('{"messages": []}\n')
+    source = resolve_model_source(ModelConfig(path=str(run)))
+    assert source is not None and source.assets is not None
+    built = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source.assets))
+    with pytest.raises(ConfigError) as refused:
+        load_checkpoint_weights(built, source)
+    trains = str(refused.value)
+    setting = next(iter(fields))
+    assert trains.startswith(f"model.path: {hf.parent / RECORD}: {setting}=True"), trains
+    assert trains.endswith(f"(nor does model.path {hf})"), trains
+    data = f"data.train_files=[{tmp_path / 'train.jsonl'}]"
+    code, stdout, err = run_cli("config", "check", "sft", f"model.path={run}", data)
+    assert code == 2 and one_error_line(err) == f"error: {trains}", stdout + err
+    run = verl_bridge_run(tmp_path / "ok", model)  # the same step without it checks ok
+    word_level_tokenizer(next(run.rglob("huggingface")), model.config.vocab_size)
+    code, stdout, err = run_cli("config", "check", "sft", f"model.path={run}", data)
+    assert code == 0 and stdout.startswith("ok:"), stdout + err
