@@ -353,10 +353,12 @@ def last_logged_step(run_dir: str | os.PathLike, since: int) -> int | None:
     logs each (every `trainer.log_every`) here. Only the file's last TAIL_BYTES are read, so
     asking costs the same after any number of steps. A resume that removed an earlier run's
     later records (`drop_steps_after`) left the file shorter: what lies past `since` is
-    still this run's, and a file shorter than `since` names no step."""
+    still this run's, and a file cut below `since` holds only the steps up to the one this
+    run resumed from, and this run's: its newest line is read from the start."""
     try:  # a FIFO there blocked this (as the run ended) for ever: regular files only
         with os.fdopen(safe_files.open_regular(Path(run_dir) / METRICS_FILE), "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
+            since = since if since <= size else 0
             start = max(since, size - TAIL_BYTES)
             handle.seek(start)
             lines = handle.read(size - start).split(b"\n")[:-1]  # the last one is unfinished

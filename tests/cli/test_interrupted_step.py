@@ -64,6 +64,24 @@ def test_an_earlier_runs_lines_are_not_this_runs_step(tmp_path):
     assert last_logged_step(tmp_path / "none", 0) is None
 
 
+def test_a_file_a_resume_cut_below_the_size_noted_at_launch_names_this_runs_step(tmp_path):
+    """Was: ValueError (a negative read length) from every rank and the launcher, 250
+    lines of tracebacks and exit 1 for a Ctrl-C, when the resumed run's ranks had cut the
+    earlier run's later records (`drop_steps_after`) and not yet logged as many bytes."""
+    run = tmp_path / "run"
+    _log(run, 1, 2, 3, 4, 5)  # an earlier run got to step 5, its newest checkpoint step 2
+    before = metrics_size(run)
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "train/loss": 1.0}) + "\n" for s in (1, 2))
+    )  # this run resumed from step 2 and cut steps 3-5
+    assert last_logged_step(run, before) == 2
+    _log(run, 3)
+    assert last_logged_step(run, before) == 3
+    assert interrupted_run(_cfg(run), before) == (
+        f"interrupted after step 3; no checkpoint was saved in {run} yet"
+    )
+
+
 def test_the_newest_step_of_a_long_file_is_found_from_its_tail(tmp_path):
     """The tail read starts inside a line; that cut line is not taken for a record."""
     run = tmp_path / "run"
