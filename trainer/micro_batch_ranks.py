@@ -6,7 +6,9 @@ ranks. Under `loss_normalization: micro_batch` (SFT's `data.`, GRPO's `actor.`, 
 legacy trainers) each micro-batch is its own token mean, so that grouping sets how much each
 token weighs: the same step trains another loss on another world size (`global` trains the
 same on any). The rows per step stay the same; the run's config does not record the rank
-count, each step's manifest does (`world_size`).
+count, each step's manifest does (`world_size`). GRPO samples otherwise on any
+normalization: each rank's sampling seed follows its rank and the prompts fall to other
+ranks, so the resumed steps draw other rollouts (docs/grpo.md).
 """
 
 from __future__ import annotations
@@ -30,21 +32,34 @@ def _normalization(cfg: Any) -> tuple[str, str] | None:
 
 
 def rank_change_warning(found: CheckpointPaths, cfg: Any, world_size: int) -> str | None:
-    """One line when a run weighing micro-batches alone resumes the checkpoint `found` on
-    another number of ranks (`world_size`) than its manifest records; None where the counts
-    agree, the loss is `global`, or the step records none."""
+    """One line when a run resumes the checkpoint `found` on another number of ranks
+    (`world_size`) than its manifest records, and that changes what it trains: a loss
+    weighing micro-batches alone, or GRPO's rollouts; None where the counts agree, the
+    step records none, or an SFT loss is `global`."""
     normalization = _normalization(cfg)
-    if normalization is None or normalization[1] != _MICRO_BATCH:
+    micro_batch = normalization is not None and normalization[1] == _MICRO_BATCH
+    samples = hasattr(cfg, "rollout")  # GRPO: each rank draws its own rollouts
+    if not (micro_batch or samples):
         return None
     manifest = manifest_of(found)
     if manifest is None or manifest.world_size == world_size:
         return None
-    key, _ = normalization
+    changes = []
+    if micro_batch:
+        assert normalization is not None
+        changes.append(
+            f"with {normalization[0]}={_MICRO_BATCH} each rank's rows form other"
+            " micro-batches, each its own token mean, so the resumed steps weigh tokens"
+            " otherwise than an uninterrupted run would (the same rows per step)"
+        )
+    if samples:
+        changes.append(
+            "each rank's sampling seed follows its rank and the prompts fall to other ranks,"
+            " so the resumed steps sample other rollouts than an uninterrupted run would"
+        )
     return (
         f"warning: {found.manifest}: step {manifest.step} was trained on {manifest.world_size}"
-        f" rank(s), this run has {world_size}: with {key}={_MICRO_BATCH} each rank's rows form"
-        " other micro-batches, each its own token mean, so the resumed steps weigh tokens"
-        " otherwise than an uninterrupted run would (the same rows per step);"
+        f" rank(s), this run has {world_size}: {'; and '.join(changes)};"
         f" resumed on {manifest.world_size} rank(s) (--nproc-per-node x --nnodes), they train"
         " as before"
     )

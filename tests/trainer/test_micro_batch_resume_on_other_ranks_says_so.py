@@ -37,24 +37,55 @@ def _grpo(normalization: str) -> GRPOConfig:
     return cfg
 
 
-@pytest.mark.parametrize(("config", "key"), [(_sft, "data"), (_grpo, "actor")])
-def test_micro_batch_resumed_on_other_ranks_is_warned(tmp_path, config, key):
-    found = _step(tmp_path, world_size=2)
-    line = rank_change_warning(found, config("micro_batch"), 1)
-    assert line == (
-        f"warning: {found.manifest}: step 3 was trained on 2 rank(s), this run has 1: with"
-        f" {key}.loss_normalization=micro_batch each rank's rows form other micro-batches,"
-        " each its own token mean, so the resumed steps weigh tokens otherwise than an"
-        " uninterrupted run would (the same rows per step); resumed on 2 rank(s)"
-        " (--nproc-per-node x --nnodes), they train as before"
+ROLLOUTS = (
+    "each rank's sampling seed follows its rank and the prompts fall to other ranks, so the"
+    " resumed steps sample other rollouts than an uninterrupted run would"
+)
+MICRO_BATCHES = (
+    "with {key}.loss_normalization=micro_batch each rank's rows form other micro-batches,"
+    " each its own token mean, so the resumed steps weigh tokens otherwise than an"
+    " uninterrupted run would (the same rows per step)"
+)
+
+
+def _line(found: CheckpointPaths, *changes: str) -> str:
+    return (
+        f"warning: {found.manifest}: step 3 was trained on 2 rank(s), this run has 1:"
+        f" {'; and '.join(changes)}; resumed on 2 rank(s) (--nproc-per-node x --nnodes),"
+        " they train as before"
     )
 
 
+def test_micro_batch_resumed_on_other_ranks_is_warned(tmp_path):
+    found = _step(tmp_path, world_size=2)
+    line = rank_change_warning(found, _sft("micro_batch"), 1)
+    assert line == _line(found, MICRO_BATCHES.format(key="data"))
+
+
+@pytest.mark.parametrize(
+    ("normalization", "changes"),
+    [
+        ("micro_batch", (MICRO_BATCHES.format(key="actor"), ROLLOUTS)),
+        ("global", (ROLLOUTS,)),
+    ],
+)
+def test_grpo_resumed_on_other_ranks_is_warned_of_its_rollouts(tmp_path, normalization, changes):
+    """Was: a GRPO resume on another rank count sampled other rollouts without a word
+    (`global` loss), where SFT's and a thread-count change's resumes say so."""
+    found = _step(tmp_path, world_size=2)
+    assert rank_change_warning(found, _grpo(normalization), 1) == _line(found, *changes)
+
+
 @pytest.mark.parametrize("config", [_sft, _grpo])
-def test_same_ranks_or_a_global_loss_say_nothing(tmp_path, config):
+def test_same_ranks_say_nothing(tmp_path, config):
     found = _step(tmp_path, world_size=2)
     assert rank_change_warning(found, config("micro_batch"), 2) is None
-    assert rank_change_warning(found, config("global"), 1) is None
+    assert rank_change_warning(found, config("global"), 2) is None
+
+
+def test_an_sft_global_loss_on_other_ranks_says_nothing(tmp_path):
+    found = _step(tmp_path, world_size=2)
+    assert rank_change_warning(found, _sft("global"), 1) is None
 
 
 def test_a_step_without_a_manifest_says_nothing(tmp_path):
