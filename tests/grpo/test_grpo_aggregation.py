@@ -34,6 +34,17 @@ def test_modes_by_hand(mode, expected):
     assert aggregate(LOSS, MASK, mode).item() == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+@pytest.mark.parametrize("past_the_mask", [float("nan"), float("inf")])
+def test_a_non_finite_value_past_the_mask_stays_out(mode, past_the_mask):
+    """Was: the mask multiplied in, so a NaN or inf at a masked-out position made the loss
+    NaN; verl's agg_loss selects the kept positions (torch.where), as this does now."""
+    loss = LOSS.clone()
+    loss[1, 3] = past_the_mask
+    assert aggregate(loss, MASK, mode).item() == pytest.approx(aggregate(LOSS, MASK, mode).item())
+    assert masked_mean(loss, MASK).item() == pytest.approx(17 / 5)
+
+
 def test_sum_norm_uses_configured_length():
     scale = LossScale.local(MASK, norm_length=8)
     assert aggregate(LOSS, MASK, "seq-mean-token-sum-norm", scale).item() == pytest.approx(

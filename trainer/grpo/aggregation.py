@@ -113,9 +113,10 @@ class LossScale:
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the mask's tokens (0 when the mask is empty), for metrics."""
-    mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp(min=1)
+    """Mean over the mask's tokens (0 when the mask is empty), for metrics. Masked-out
+    positions are left out, not multiplied by 0: a NaN or inf there (padding) stays out."""
+    kept = values.where(mask.bool(), 0.0)
+    return kept.sum() / mask.to(values.dtype).sum().clamp(min=1)
 
 
 def aggregate(
@@ -127,9 +128,8 @@ def aggregate(
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")
     if scale is None:
         scale = LossScale.local(mask)
-    mask = mask.to(loss_mat.dtype)
-    token_sums = (loss_mat * mask).sum(dim=-1)
-    lengths = mask.sum(dim=-1)
+    token_sums = loss_mat.where(mask.bool(), 0.0).sum(dim=-1)  # as verl's agg_loss:
+    lengths = mask.to(loss_mat.dtype).sum(dim=-1)  # a NaN past the mask stays out
     norm_length = scale.norm_length if scale.norm_length is not None else mask.shape[-1]
     if scale.per_micro_batch:  # its own mean, weighted 1 / (micro-batches per rank)
         if mode == "seq-mean-token-sum-norm":  # agg_loss before b8d91ef8d: token sums / L
