@@ -513,6 +513,10 @@ class RestrictedUnpickler(pickle._Unpickler):
         finally:
             if collecting:
                 gc.enable()
+            # `read` and `readline`, bound to this unpickler, make it a cycle: without them
+            # it (its memo and window too) is freed as its caller lets go, not at whatever
+            # collection comes next (a reader holds the collector off while it parses)
+            del self.read, self.readline
             self.budget = self._limit(seen)
             self.charged = self.budget - left
 

@@ -46,6 +46,7 @@ from mfsdp_ckpt.storage.chunk_checks import (
     chunk_coverage_problems,
 )
 from mfsdp_ckpt.storage.decoded_records import DecodedRecords
+from mfsdp_ckpt.storage.held_collector import collector_held
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory, tensor_memory
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
             f"{what}: expected a sequence of ints, got {type(value).__name__}"
         )
     items = tuple(value)
-    if len(items) > 64 or not all(_is_index(v) for v in items):
+    if len(items) > 64 or not _all_indices(items):
         raise CheckpointFormatError(
             f"{what}: expected at most 64 ints in [0, 2**63), got {cut_to(repr(items), 200)}"
         )
@@ -123,10 +124,33 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
+_PLAIN_INT = {int}
+
+
+def _all_indices(items: tuple) -> bool:
+    """Whether every item `_is_index`: decided in C for a tuple of plain ints (every shape and
+    offset of a checkpoint, several per entry), item by item for anything else."""
+    if not items:
+        return True
+    if set(map(type, items)) == _PLAIN_INT:
+        return min(items) >= 0 and max(items) <= MAX_INT
+    return all(_is_index(v) for v in items)
+
+
+def _located(storage_data: dict) -> dict[tuple[str, Any], Any]:
+    """`storage_data` keyed by each MetadataIndex's (fqn, offset), the pair it is equal and
+    hashed by: every entry is then found by a tuple, no index record built per lookup."""
+    return {
+        (index.fqn, index.offset): info
+        for index, info in storage_data.items()
+        if isinstance(index, dcp_metadata.MetadataIndex)
+    }
+
+
 def _storage_location(
-    storage_data: dict, key: str, index: Any
+    located: dict[tuple[str, Any], Any], key: str, offsets: tuple[int, ...] | None
 ) -> tuple[str | None, int, int, tuple]:
-    info = storage_data.get(index)
+    info = located.get((key, offsets))
     if info is None:
         return None, 0, 0, ()
     relative_path = getattr(info, "relative_path", None)
@@ -135,6 +159,8 @@ def _storage_location(
     offset = _nonneg_int(getattr(info, "offset", None), f"{key}: storage offset")
     length = _nonneg_int(getattr(info, "length", None), f"{key}: storage length")
     transforms = getattr(info, "transform_descriptors", None) or ()
+    if not transforms:
+        return relative_path, offset, length, ()
     if not isinstance(transforms, (list, tuple)) or not all(isinstance(t, str) for t in transforms):
         raise CheckpointFormatError(
             f"{key}: storage transforms {cut_to(repr(transforms), 200)} are not a list of names"
@@ -148,7 +174,7 @@ def parse_metadata(
     """Normalize DCP metadata into checked, plain tables. Raises on malformed entries.
     Its progress goes to `report` (`CheckSteps`, per chunk)."""
     storage_data = getattr(md, "storage_data", None)
-    storage_data = storage_data if isinstance(storage_data, dict) else {}
+    located = _located(storage_data) if isinstance(storage_data, dict) else {}
     tensors: dict[str, TensorEntry] = {}
     objects: dict[str, ObjectEntry] = {}
     state = md.state_dict_metadata
@@ -157,7 +183,7 @@ def parse_metadata(
         if not isinstance(key, str):
             raise CheckpointFormatError(f"state dict key {key!r} is not a string")
         if isinstance(item, dcp_metadata.BytesStorageMetadata):
-            location = _storage_location(storage_data, key, dcp_metadata.MetadataIndex(key))
+            location = _storage_location(located, key, None)
             objects[key] = ObjectEntry(key, *location)
             steps.add(1)
             continue
@@ -183,8 +209,7 @@ def parse_metadata(
                     f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank "
                     f"{len(shape)}"
                 )
-            index = dcp_metadata.MetadataIndex(key, offsets)
-            location = _storage_location(storage_data, key, index)
+            location = _storage_location(located, key, offsets)
             chunks.append(Chunk(offsets, sizes, *location))
         tensors[key] = TensorEntry(key, shape, dtype, tuple(chunks))
         steps.add(len(chunks))
@@ -311,7 +336,12 @@ class CheckpointReader:
         self.decoded = DecodedRecords()
 
     def _parse(self, size: int, where: str) -> None:
-        """Read and check `.metadata` (`size` bytes) into this reader's tables."""
+        """Read and check `.metadata` (`size` bytes) into this reader's tables, the cycle
+        collector held off: all it builds is kept (`held_collector`)."""
+        with collector_held():
+            self._parse_held(size, where)
+
+    def _parse_held(self, size: int, where: str) -> None:
         # read up to the pickle's STOP only, as torch's reader: bytes after it are not held
         stored = RangeFile(self.store, DCP_METADATA_FILE, 0, size)
         buffered = io.BufferedReader(stored, READ_BUFFER_BYTES)
