@@ -335,6 +335,7 @@ def start(
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
     a signal that stopped them ends it with the interrupted line)."""
     from trainer.local_ranks import check_local_ranks
+    from trainer.node_rank import pass_node_rank
     from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
 
@@ -355,6 +356,7 @@ def start(
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
+        pass_node_rank(launch.node_rank)  # torchrun's c10d numbers machines as they join
         _ranks_import_this_code()
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")

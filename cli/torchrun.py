@@ -534,9 +534,13 @@ def _say_waiting(args: Any, argv: list[str]) -> None:
     (up to its join timeout, 10 minutes) without a word."""
     if args.standalone or _max_nodes(args) < 2:
         return
+    from trainer.node_rank import given_node_rank
+
     command = argv[argv.index("cli.train") + 1] if "cli.train" in argv[:-1] else "mfsdp"
+    node = given_node_rank()
+    this = "" if node is None else f"--node-rank {node} "
     print(
-        f"[{command}] waiting for the run's {_max_nodes(args)} machines at --rdzv-endpoint"
+        f"[{command}] {this}waiting for the run's {_max_nodes(args)} machines at --rdzv-endpoint"
         f" {args.rdzv_endpoint} (--rdzv-id {args.rdzv_id}) ...",
         file=sys.stderr,
         flush=True,
@@ -562,7 +566,8 @@ def _rendezvous_failed(args: Any, err: BaseException) -> str:
     if isinstance(err, RendezvousTimeoutError):
         return (
             f"{where}: not all {_max_nodes(args)} machines joined in time: start the same"
-            " command on each, with the same --nnodes, --rdzv-endpoint and --rdzv-id"
+            " command on each, with the same --nnodes, --rdzv-endpoint and --rdzv-id and its"
+            " own --node-rank"
         )
     if isinstance(err, RendezvousClosedError):
         return (

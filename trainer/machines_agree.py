@@ -5,7 +5,9 @@ node, another checkout or an override typed on one trained with mixed settings (
 stepping their shards with different learning rates) or hung at the first collective one
 side never reached (different `trainer.total_steps`). And a run dir on each machine's own
 disk left rank 0 committing checkpoints whose other ranks' files it did not hold. Both are
-refused here, before any step, on every rank, in one line (exit 2).
+refused here, before any step, on every rank, in one line (exit 2) that names each machine
+by the `--node-rank` it was launched with and its host (`trainer.node_rank`): the user
+started machines by `--node-rank`, and torchrun's own numbering of them is not that.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import torch.distributed as dist
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.storage.gathered_files import rank_ranges
 from trainer.config import config_to_dict
 from trainer.env_ints import env_int
+from trainer.node_rank import given_node_rank, machine_names
 
 PROBE_PREFIX = ".mfsdp_machines_probe_"  # rank 0 writes it in the run dir and removes it
 
@@ -48,11 +50,12 @@ def check_machines_agree(cfg: Any) -> None:
 
 
 def check_same_config(config: Mapping[str, Any]) -> None:
-    """One all_gather of a digest of `config` (and the host name); only when they differ,
-    a second one of the configs themselves, to name the first key that differs."""
+    """One all_gather of a digest of `config` (and the machine: `_machine`); only when they
+    differ, a second one of the configs themselves, to name the first key that differs and
+    each machine's value of it."""
     flat = dict(_flattened("", config))
     digest = hashlib.sha256(json.dumps(flat, default=str).encode()).hexdigest()
-    digests = _gathered((digest, socket.gethostname()))
+    digests = _gathered((digest, _machine()))
     if len({d for d, _ in digests}) == 1:
         return
     configs = _gathered(flat)
@@ -60,8 +63,8 @@ def check_same_config(config: Mapping[str, Any]) -> None:
     held: dict[str, list[int]] = {}
     for rank, config_of in enumerate(configs):
         held.setdefault(_shown(config_of.get(key)), []).append(rank)
-    hosts = [host for _, host in digests]
-    where = "; ".join(f"{key}={value} on {_ranks(ranks, hosts)}" for value, ranks in held.items())
+    machines = [machine for _, machine in digests]
+    where = "; ".join(f"{_given(ranks, machines)} {key}={value}" for value, ranks in held.items())
     raise MachinesDisagreeError(
         f"{key}: the machines of this run were given different configs ({cut_to(where, 400)});"
         " give every machine the same config file and overrides"
@@ -81,16 +84,17 @@ def check_shared_run_dir(run_dir: Path) -> None:
     if probe is None:  # rank 0 could not write it: the run dir's own checks say why
         return
     seen = env_int("LOCAL_RANK", 0) != 0 or _reads(run_dir / probe, probe)
-    every = _gathered((seen, socket.gethostname()))
+    every = _gathered((seen, _machine()))
     if rank == 0:
         (run_dir / probe).unlink(missing_ok=True)
     blind = [r for r, (ok, _) in enumerate(every) if not ok]
     if blind:
-        where = _ranks(blind, [host for _, host in every])
+        machines = [machine for _, machine in every]
         raise MachinesDisagreeError(
-            f"trainer.run_dir={run_dir}: the machine(s) of {where} cannot see the files rank 0"
-            f" ({every[0][1]}) writes there; trainer.run_dir must be on storage every machine"
-            " sees (a shared file system), or checkpoints lack those machines' files"
+            f"trainer.run_dir={run_dir}: {machine_names(blind, machines)} cannot see the files"
+            f" {machine_names([0], machines)} writes there (rank 0); trainer.run_dir must be on"
+            " storage every machine sees (a shared file system), or checkpoints lack those"
+            " machines' files"
         )
 
 
@@ -111,11 +115,16 @@ def _reads(path: Path, expected: str) -> bool:
         return False
 
 
-def _ranks(ranks: list[int], hosts: list[str]) -> str:
-    """`rank(s) 8-15 (node-b)`: the ranks and the host names they run on. Ranks, not
-    `--node-rank`: torchrun's c10d rendezvous numbers the machines in the order they join."""
-    names = ", ".join(dict.fromkeys(hosts[rank] for rank in ranks))
-    return f"rank(s) {rank_ranges(ranks)} ({names})"
+def _machine() -> tuple[int | None, str]:
+    """This rank's machine as a line names it: the `--node-rank` it was launched with (None
+    when not known) and its host name."""
+    return given_node_rank(), socket.gethostname()
+
+
+def _given(ranks: list[int], machines: list[tuple[int | None, str]]) -> str:
+    """`machine --node-rank 1 (host h2) was given`: who holds a value, by machine."""
+    verb = "was given" if len({machines[rank] for rank in ranks}) == 1 else "were given"
+    return f"{machine_names(ranks, machines)} {verb}"
 
 
 def _gathered(value: Any) -> list[Any]:

@@ -21,8 +21,9 @@ def unseen_files_line(tmp: Path, gathered: Sequence[Mapping[str, FileRecord]]) -
     if not unseen:
         return None
     return (
-        f"the files of rank(s) {rank_ranges(unseen)} are not there as those ranks wrote them:"
-        " the run dir (trainer.run_dir) must be on storage every machine sees"
+        f"the files of rank(s) {rank_ranges(unseen)} (torchrun numbers ranks in the order the"
+        " machines joined, not by --node-rank) are not there as those ranks wrote them: the"
+        " run dir (trainer.run_dir) must be on storage every machine sees"
     )
 
 

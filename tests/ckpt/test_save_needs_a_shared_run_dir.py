@@ -42,7 +42,8 @@ def test_a_run_dir_each_rank_holds_alone_fails_the_save_everywhere(tmp_path):
     line = raised[0]["line"]
     assert "\n" not in line
     assert line.startswith(f"{layout.tmp_step_dir(tmp_path / 'run_0', 2)}: ")
-    assert "saving step 2 failed: the files of rank(s) 1 are not there" in line
+    assert "saving step 2 failed: the files of rank(s) 1 (" in line
+    assert "not by --node-rank) are not there as those ranks wrote them" in line
     assert "must be on storage every machine sees" in line
     run = tmp_path / "run_0"
     assert not layout.step_dir(run, 2).exists()

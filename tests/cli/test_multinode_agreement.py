@@ -2,7 +2,8 @@
 machine as two "nodes": a config that differs (an override typed on one node) trained with
 mixed learning rates, and run dirs that are not one directory (each machine's own disk)
 committed checkpoints missing the other node's files; both ended exit 0. Now each is
-refused on both nodes, exit 2, in one line, before any step."""
+refused on both nodes, exit 2, in one line, before any step, that names each machine by the
+`--node-rank` it was launched with (torchrun's c10d rendezvous numbers them as they join)."""
 
 import os
 import re
@@ -16,32 +17,47 @@ from tests.support.sft import write_chat_jsonl
 from trainer.distributed import free_port
 
 
-def two_nodes(data, node_args: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
+def two_nodes(
+    data, node_args: list[tuple[str, list[str]]], first: int = 0
+) -> list[tuple[int, str]]:
     """Start node 0 and node 1, each from its own working dir with its own overrides;
-    return each node's exit code and stderr."""
+    return each node's exit code and stderr. Node `first` starts first, and the other
+    only once it waits at the rendezvous: it joins first, and its ranks come first."""
     endpoint = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    nodes = []
-    for rank, (cwd, overrides) in enumerate(node_args):
+    nodes: dict[int, subprocess.Popen] = {}
+    said: dict[int, str] = {}
+    for rank in (first, 1 - first):
+        cwd, overrides = node_args[rank]
         launch = ["--nnodes", "2", "--node-rank", str(rank), "--rdzv-endpoint", endpoint]
         command = sft_command(data, overrides[0], *launch, "--rdzv-id", f"t-{endpoint}")
-        nodes.append(
-            subprocess.Popen(
-                command + overrides[1:],
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+        nodes[rank] = subprocess.Popen(
+            command + overrides[1:],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+        said[rank] = "" if rank != first else _until_waiting(nodes[rank])
     try:
-        outputs = [node.communicate(timeout=300) for node in nodes]
+        outputs = {rank: nodes[rank].communicate(timeout=300) for rank in (0, 1)}
     finally:
-        for node in nodes:
+        for node in nodes.values():
             if node.poll() is None:
                 node.kill()
-    return [(node.returncode, err) for node, (_, err) in zip(nodes, outputs, strict=True)]
+    return [(nodes[rank].returncode, said[rank] + outputs[rank][1]) for rank in (0, 1)]
+
+
+def _until_waiting(node: subprocess.Popen) -> str:
+    """What `node` said on stderr up to its line waiting for the other machine."""
+    assert node.stderr is not None
+    lines = []
+    for line in node.stderr:
+        lines.append(line)
+        if "waiting for the run's 2 machines" in line:
+            break
+    return "".join(lines)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -59,11 +75,9 @@ def test_a_different_learning_rate_on_one_node_is_refused_before_any_step(tmp_pa
         assert code == 2, stderr[-3000:]
         (line,) = error_lines(stderr)
         assert "optim.lr: the machines of this run were given different configs" in line
-        values = (
-            r"optim\.lr=0\.(003|01) on rank\(s\) 0 \(.+\); optim\.lr=0\.(01|003) on rank\(s\) 1"
-        )
-        assert re.search(values, line)
-        assert "optim.lr=0.003" in line and "optim.lr=0.01 " in line
+        assert re.search(r"machine --node-rank 0 \(host [^)]+\) was given optim\.lr=0\.003\b", line)
+        assert re.search(r"machine --node-rank 1 \(host [^)]+\) was given optim\.lr=0\.01\b", line)
+        assert "rank(s)" not in line
     assert not (run / "metrics.jsonl").exists()
 
 
@@ -91,8 +105,27 @@ def test_a_run_dir_a_node_does_not_see_is_refused_before_any_step(tmp_path):
     for code, stderr in ended:
         assert code == 2, stderr[-3000:]
         (line,) = error_lines(stderr)
-        assert "trainer.run_dir=runs/sft: the machine(s) of rank(s) 1 (" in line
-        assert "cannot see the files rank 0" in line
+        assert "trainer.run_dir=runs/sft: machine --node-rank 1 (host " in line
+        assert ") cannot see the files machine --node-rank 0 (host " in line
         assert "must be on storage every machine sees" in line
     made = [home / "runs" / "sft" for home in homes if (home / "runs").exists()]
     assert len(made) == 1 and list(made[0].iterdir()) == []  # rank 0's, its probe removed
+
+
+@pytest.mark.slow
+def test_machines_are_named_by_their_node_rank_whichever_joined_first(tmp_path):
+    """`--node-rank 1` joins first: torchrun makes its rank global rank 0. The line still
+    pairs each `--node-rank` with the value that machine was given."""
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=32)
+    run = tmp_path / "run"
+    ended = two_nodes(
+        data,
+        [(tmp_path, [str(run), "optim.lr=3e-3"]), (tmp_path, [str(run), "optim.lr=1e-2"])],
+        first=1,
+    )
+    for code, stderr in ended:
+        assert code == 2, stderr[-3000:]
+        (line,) = error_lines(stderr)
+        assert re.search(r"machine --node-rank 1 \(host [^)]+\) was given optim\.lr=0\.01; ", line)
+        assert re.search(r"machine --node-rank 0 \(host [^)]+\) was given optim\.lr=0\.003\)", line)
+    assert not (run / "metrics.jsonl").exists()

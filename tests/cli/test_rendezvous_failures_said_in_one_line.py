@@ -23,6 +23,7 @@ from tests.support.fresh_python import mfsdp
 from tests.support.paths import EXAMPLES, REPO, repo_env
 from tests.support.sft import write_chat_jsonl
 from trainer.distributed import free_port
+from trainer.node_rank import NODE_RANK
 
 
 @contextlib.contextmanager
@@ -105,16 +106,19 @@ def torchrun_nodes(endpoint: str, *conf: str, timeout: float = 60) -> subprocess
     )
 
 
-def test_machines_that_never_join_end_in_one_line_naming_the_rendezvous():
+def test_machines_that_never_join_end_in_one_line_naming_the_rendezvous(monkeypatch):
+    monkeypatch.setenv(NODE_RANK, "1")  # as `mfsdp train --node-rank 1` hands it on
     endpoint = f"127.0.0.1:{free_port()}"
     done = torchrun_nodes(endpoint, "join_timeout=3")
     assert done.returncode == 1, done.stderr[-3000:]
-    assert f"waiting for the run's 2 machines at --rdzv-endpoint {endpoint}" in done.stderr
-    one_error(
+    waiting = f"--node-rank 1 waiting for the run's 2 machines at --rdzv-endpoint {endpoint}"
+    assert waiting in done.stderr
+    line = one_error(
         done.stderr,
         f"--rdzv-endpoint {endpoint} (--rdzv-id job7)",
         "not all 2 machines joined in time",
     )
+    assert line.endswith("and its own --node-rank")
 
 
 def test_a_store_that_is_another_program_ends_in_one_line():
