@@ -13,13 +13,13 @@ the step dir renamed into place, then the tracker updated.
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from tests.support.distributed import run_distributed
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.megatron_checkpoints import megatron_args, megatron_run
+from tests.support.waiting import wait_until
 from trainer.resume import resume_if_any
 from trainer.sft import SFT_RUN
 
@@ -37,10 +37,11 @@ class Resumer:
 
     def find_resume(self, resume: str) -> layout.CheckpointPaths | None:
         if self.rank != 0:  # once the other run has moved on
-            deadline = time.monotonic() + 60
-            while run_steps.read_tracker_text(self.other) != "200":
-                assert time.monotonic() < deadline, "step 200 was never committed"
-                time.sleep(0.05)
+            wait_until(
+                lambda: run_steps.read_tracker_text(self.other) == "200",
+                60,
+                lambda: "step 200 was never committed",
+            )
         found = checkpoint_resolution.checkpoint_to_resume(self.run_dir, resume)
         if self.rank == 0:  # the other run commits its next step
             staged = self.other / "iter_0000200.tmp"

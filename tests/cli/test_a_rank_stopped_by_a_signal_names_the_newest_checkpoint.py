@@ -16,9 +16,8 @@ import pytest
 
 from mfsdp_ckpt.format import run_steps
 from tests.support.cli_errors import lines_besides_starting
-from tests.support.launched_sft import launch_tiny_sft, lines_until_step
+from tests.support.launched_sft import lines_until_step, train_until_stopped
 from tests.support.metrics import read_metrics
-from tests.support.sft import write_chat_jsonl
 
 
 def _parents() -> dict[int, int]:
@@ -68,11 +67,8 @@ def _rank_pid(launcher: int, rank: int) -> int:
 def test_a_rank_a_signal_stopped_is_said_with_the_newest_checkpoint(
     tmp_path, rank, sig, code, stopped
 ):
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = launch_tiny_sft(
+    process = train_until_stopped(
         tmp_path,
-        f"data.train_files={data}",
-        "trainer.total_steps=100000",
         "checkpoint.save_every=1",
         "trainer.log_every=1",
     )

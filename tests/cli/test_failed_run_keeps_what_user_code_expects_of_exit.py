@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.sft import write_chat_jsonl
+from tests.support.waiting import wait_until
 
 FAILING = ["data.global_batch_size=100000", "trainer.progress_bar=false"]  # after the group
 
@@ -59,10 +59,9 @@ def test_a_failed_run_flushes_open_files_and_runs_exit_hooks(tmp_path):
     assert "exceeds the 22 training rows" in done.stderr
     assert log.read_text() == "scored 1\n"
     pid = int(helper_pid.read_text())
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid), "the daemon helper outlived the failed run"
+    wait_until(
+        lambda: not _alive(pid), 10, lambda: "the daemon helper outlived the failed run", every=0.1
+    )
 
 
 def test_a_script_calling_main_goes_on_after_a_failed_run(tmp_path):

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
+from tests.support.waiting import wait_until
 
 # ------------------------------------------------------------------ one writer per data --out
 
@@ -115,10 +116,7 @@ def test_no_lock_file_is_left_after_ctrl_c_during_a_data_run(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not _lock_files(tmp_path):
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-        time.sleep(0.02)
+    wait_until(lambda: _lock_files(tmp_path), 60, run.communicate, run, every=0.02)
     run.send_signal(signal.SIGINT)
     _out, err = run.communicate(timeout=60)
     assert run.returncode == 130, err

@@ -17,7 +17,7 @@ import pytest
 from cli.main import app
 from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import mfsdp
-from tests.support.launched_sft import launch_tiny_sft, lines_until_step
+from tests.support.launched_sft import lines_until_step, train_until_stopped
 from tests.support.metrics import read_metrics
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
@@ -125,11 +125,8 @@ def _stop_after(process, step: int) -> tuple[str, str]:
 
 
 def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = launch_tiny_sft(
+    process = train_until_stopped(
         tmp_path,
-        f"data.train_files={data}",
-        "trainer.total_steps=100000",
         "checkpoint.save_every=0",
         nproc=1,
     )
@@ -145,11 +142,8 @@ def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
 def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tmp_path):
     from mfsdp_ckpt.format import run_steps
 
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = launch_tiny_sft(
+    process = train_until_stopped(
         tmp_path,
-        f"data.train_files={data}",
-        "trainer.total_steps=100000",
         "checkpoint.save_every=1",
         "checkpoint.resume=disable",
         "--json",

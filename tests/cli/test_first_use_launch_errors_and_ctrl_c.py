@@ -25,7 +25,7 @@ from cli.main import app
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
-from tests.support.launched_sft import launch_tiny_sft, lines_until_step
+from tests.support.launched_sft import launch_tiny_sft, lines_until_step, train_until_stopped
 from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
@@ -186,11 +186,8 @@ def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
 def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     from mfsdp_ckpt.format import run_steps
 
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = launch_tiny_sft(
+    process = train_until_stopped(
         tmp_path,
-        f"data.train_files={data}",
-        "trainer.total_steps=100000",
         "checkpoint.save_every=1",
         "trainer.log_every=1",
     )

@@ -5,6 +5,7 @@ died with the launcher, so a second run into the same dir started beside them.""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ import pytest
 from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.sft import write_chat_jsonl
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -112,11 +115,7 @@ def _launch(tmp_path: Path, log: Path) -> subprocess.Popen:
 
 def _await_step(launcher: subprocess.Popen, log: Path, step: int) -> dict[int, str]:
     """Once the run has logged `step`: its processes (torchrun and its two ranks)."""
-    deadline = time.monotonic() + 180
-    while f"[sft] step {step}/" not in log.read_text():
-        assert launcher.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.2)
+    wait_until(lambda: f"[sft] step {step}/" in log.read_text(), 180, log.read_text, launcher, 0.2)
     run = _descendants(launcher.pid)
     assert len(run) >= 3, (run, log.read_text())
     return run
@@ -139,6 +138,20 @@ def _kill_left(run: dict[int, str], launcher: subprocess.Popen) -> None:
         launcher.wait()
 
 
+@contextlib.contextmanager
+def _run_at_step(tmp_path: Path, step: int) -> Iterator[tuple[subprocess.Popen, dict, Path]]:
+    """The run launched (`_launch`) once it has logged `step`: its launcher, its processes
+    (`_await_step`) and its log; whatever of it is left is killed afterwards."""
+    log = tmp_path / "launcher.log"
+    launcher = _launch(tmp_path, log)
+    run: dict[int, str] = {}
+    try:
+        run.update(_await_step(launcher, log, step))
+        yield launcher, run, log
+    finally:
+        _kill_left(run, launcher)
+
+
 def _assert_nothing_written(run_dir: Path, seconds: float) -> None:
     """Nothing trains or saves into the run dir any more: it stays as it is for `seconds`."""
     before = _written(run_dir)
@@ -147,23 +160,16 @@ def _assert_nothing_written(run_dir: Path, seconds: float) -> None:
 
 
 def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
-    run_dir = tmp_path / "run"
-    log = tmp_path / "launcher.log"
-    launcher = _launch(tmp_path, log)
-    run: dict[int, str] = {}
-    try:
-        run = _await_step(launcher, log, 1)
+    with _run_at_step(tmp_path, 1) as (launcher, run, _log):
         launcher.kill()
-        stopped = time.monotonic() + 10
-        while any(_alive(pid, started) for pid, started in run.items()):
-            assert time.monotonic() < stopped, (
-                f"still running after the launcher's kill -9: {_still_running(run)}"
-            )
-            time.sleep(0.1)
+        wait_until(
+            lambda: not any(_alive(pid, started) for pid, started in run.items()),
+            10,
+            lambda: f"still running after the launcher's kill -9: {_still_running(run)}",
+            every=0.1,
+        )
         launcher.wait(timeout=10)
-        _assert_nothing_written(run_dir, seconds=3)
-    finally:
-        _kill_left(run, launcher)
+        _assert_nothing_written(tmp_path / "run", seconds=3)
 
 
 def _said(log: Path, run_dir: Path, stopped: str) -> tuple[list[str], list[str]]:
@@ -194,11 +200,7 @@ def test_a_signal_to_torchrun_alone_stops_its_ranks_and_names_the_newest_checkpo
     (orphaned) trained and saved on into the run dir, whose lock had gone with the launcher;
     for `kill -INT`: exit 130 without a word."""
     run_dir = tmp_path / "run"
-    log = tmp_path / "launcher.log"
-    launcher = _launch(tmp_path, log)
-    run: dict[int, str] = {}
-    try:
-        run = _await_step(launcher, log, 2)
+    with _run_at_step(tmp_path, 2) as (launcher, run, log):
         torchrun = next(pid for pid in run if "-m cli.torchrun " in _command_line(pid))
         os.kill(torchrun, sent)
         launcher.wait(timeout=30)
@@ -207,8 +209,6 @@ def test_a_signal_to_torchrun_alone_stops_its_ranks_and_names_the_newest_checkpo
         assert launcher.returncode == code
         said, expected = _said(log, run_dir, stopped)
         assert said == expected, log.read_text()[-2000:]
-    finally:
-        _kill_left(run, launcher)
 
 
 def test_sigint_to_the_launcher_alone_stops_the_ranks_at_once(tmp_path):
@@ -216,11 +216,7 @@ def test_sigint_to_the_launcher_alone_stops_the_ranks_at_once(tmp_path):
     group as a terminal's Ctrl-C. Was: the ranks trained on for a minute, then torchrun was
     killed and the ranks trained on without it, past the checkpoint the line named."""
     run_dir = tmp_path / "run"
-    log = tmp_path / "launcher.log"
-    launcher = _launch(tmp_path, log)
-    run: dict[int, str] = {}
-    try:
-        run = _await_step(launcher, log, 2)
+    with _run_at_step(tmp_path, 2) as (launcher, run, log):
         launcher.send_signal(signal.SIGINT)
         launcher.wait(timeout=20)
         assert _still_running(run) == []
@@ -229,8 +225,6 @@ def test_sigint_to_the_launcher_alone_stops_the_ranks_at_once(tmp_path):
         said, expected = _said(log, run_dir, "interrupted")
         assert said == expected, log.read_text()[-2000:]
         assert not list(run_dir.glob("*.tmp"))  # the ranks stopped where it is safe to
-    finally:
-        _kill_left(run, launcher)
 
 
 def test_a_run_that_ends_well_despite_a_ctrl_c_is_not_called_interrupted():

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from pathlib import Path
 
 import pytest
 
 from mfsdp_ckpt.format import run_steps
 from tests.support.cli_errors import error_prefixed_lines
-from tests.support.launched_sft import launch_tiny_sft
+from tests.support.launched_sft import train_until_stopped
 from tests.support.metrics import read_metrics
-from tests.support.sft import write_chat_jsonl
+from tests.support.waiting import wait_until
 
 HELD = "MFSDP_TEST_HELD_SAVES"  # read by the sitecustomize below, in the ranks alone
 HOLD_SECONDS = 3.0  # how long each rank's background save waits before it goes on
@@ -39,13 +37,6 @@ if os.environ.get({HELD!r}) and "RANK" in os.environ:
         _write(self, state_dict, writer, pending)
     Checkpointer._write = _held_write
 """
-
-
-def _wait_for(path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize(
@@ -70,16 +61,14 @@ def test_a_signal_lets_an_async_save_in_flight_commit(tmp_path, monkeypatch, sto
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     )
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = launch_tiny_sft(
+    process = train_until_stopped(
         tmp_path,
-        f"data.train_files={data}",
-        "trainer.total_steps=100000",
         "checkpoint.save_every=1",
         "checkpoint.async_save=true",
         "trainer.log_every=1",
     )
-    _wait_for(held / "0.2", timeout=240)  # rank 0's save of step 2 is in flight
+    step_2 = held / "0.2"  # rank 0's save of step 2 is in flight
+    wait_until(step_2.exists, 240, lambda: f"{step_2} never appeared", process)
     torchrun, launch_id = _torchrun_of(process.pid)
     stop(process.pid, torchrun)
     _out, stderr = process.communicate(timeout=120)

@@ -33,6 +33,7 @@ from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
 from mfsdp_ckpt.storage.out_lock import OutputBusyError
 from tests.support.export import save_single_process_checkpoint
 from tests.support.paths import REPO
+from tests.support.waiting import wait_until
 
 FAST_SECONDS = 20.0
 
@@ -155,14 +156,6 @@ def _start_export(run_dir: Path, out: Path, mode: str, marker: Path, *extra: str
     return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        assert process.poll() is None, process.stderr.read()
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_a_second_export_into_one_out_is_refused_while_the_first_runs(run_dir, tmp_path, overwrite):
     parent = tmp_path / "parent"
@@ -171,7 +164,7 @@ def test_a_second_export_into_one_out_is_refused_while_the_first_runs(run_dir, t
     flags = ("--overwrite",) if overwrite else ()
     first = _start_export(run_dir, out, "hold", marker, "6", *flags)
     try:
-        _wait_for(marker, first)
+        wait_until(marker.exists, 60, lambda: f"{marker} never appeared", first)
         second = _export(run_dir, "--out", out, *flags)
         _one_line_error(second, 1, str(out), "another command is writing it")
         with pytest.raises(OutputBusyError, match="another command"):

@@ -42,6 +42,7 @@ from tests.support.cli_errors import one_error
 from tests.support.model_dirs import config_edit, train, train_from
 from tests.support.paths import REPO
 from tests.support.sft import write_chat_jsonl
+from tests.support.waiting import wait_until
 from trainer.config import ConfigError, DataConfig, ModelConfig
 from trainer.data.chat import ChatFormatError
 from trainer.data.sft_dataset import tokenize_rows
@@ -160,13 +161,6 @@ def _started(*args: str) -> subprocess.Popen:
     )
 
 
-def _wait_for(process: subprocess.Popen, ready) -> None:
-    deadline = time.monotonic() + 120
-    while not ready():
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.02)
-
-
 def test_sigterm_during_a_data_run_leaves_nothing_behind(tmp_path):
     """Was: killed at once (143, no line), its lock file and work dir left beside --out."""
     source = tmp_path / "train.jsonl"
@@ -174,7 +168,13 @@ def test_sigterm_during_a_data_run_leaves_nothing_behind(tmp_path):
     source.write_text(row * 400_000)  # seconds of converting
     out = tmp_path / "out"
     run = _started("data", "gsm8k", "--input", source, "--out", out)
-    _wait_for(run, lambda: any(p.name.endswith(".out-lock") for p in tmp_path.iterdir()))
+    wait_until(
+        lambda: any(p.name.endswith(".out-lock") for p in tmp_path.iterdir()),
+        120,
+        run.communicate,
+        run,
+        every=0.02,
+    )
     run.send_signal(signal.SIGTERM)
     _stdout, err = run.communicate(timeout=60)
     assert run.returncode == 143, err
@@ -197,7 +197,8 @@ def test_sigterm_during_training_stops_at_a_complete_checkpoint(tmp_path):
         *("trainer.total_steps=1000", "trainer.epochs=1000", "checkpoint.save_every=1"),
         *("trainer.eval_every=0", "data.val_ratio=0", "trainer.progress_bar=false"),
     )
-    _wait_for(run, lambda: (run_dir / "latest_checkpointed_iteration.txt").exists())
+    tracker = run_dir / "latest_checkpointed_iteration.txt"
+    wait_until(tracker.exists, 120, run.communicate, run, every=0.02)
     run.send_signal(signal.SIGTERM)
     _stdout, err = run.communicate(timeout=120)
     assert run.returncode == 143, err

