@@ -3,9 +3,11 @@ under an address-space limit and a timeout (tests/reliability/test_reliability_l
 and the report script through it).
 
 A case is a CLI argument list; `run_limited` runs a batch of them in one fresh process
-whose RLIMIT_AS is its size after imports plus `budget` bytes, each case under SIGALRM,
-and returns per case: exit code, escaped exception (MemoryError and TimeoutError count),
-seconds, output size and its first lines.
+whose RLIMIT_AS is its size after imports plus `budget` bytes, each case stopped (a
+TimeoutError) after `timeout` seconds of CPU time, or WALL_FACTOR times that of wall time
+(a case blocked on a file uses no CPU), and returns per case: exit code, escaped exception
+(MemoryError and TimeoutError count), wall and CPU seconds, output size and its first
+lines. CPU time is the work a case did: a busy machine stretches wall time, not it.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ BUDGET = (
     3 << 29
 )  # 1.5 GiB above the process after imports: the 1 GiB target plus the tiny model's tensors
 CASE_TIMEOUT_S = 30
+WALL_FACTOR = 4  # a case's wall-time stop: this many times its CPU-time one
 
 PROBE = r"""
 import json, os, resource, signal, sys, time
 sys.path.insert(0, sys.argv[1])
 budget, timeout, cases = int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4]))
+wall = int(sys.argv[5])
 from click.testing import CliRunner
 from cli.main import app
 # imported before the baseline is taken, so their size is not charged to a case
@@ -40,14 +44,18 @@ import torch, mfsdp_ckpt.convert.export_hf, mfsdp_ckpt.check.validate, mfsdp_ckp
 vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
 resource.setrlimit(resource.RLIMIT_AS, (vm + budget, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
-def alarm(*_):
-    raise TimeoutError(f"over {timeout} s")
+def stop(what):
+    def raised(*_):
+        raise TimeoutError(what)
+    return raised
 
-signal.signal(signal.SIGALRM, alarm)
+signal.signal(signal.SIGPROF, stop(f"over {timeout} s of CPU time"))
+signal.signal(signal.SIGALRM, stop(f"over {wall} s"))
 records = []
 for args in cases:
-    start = time.monotonic()
-    signal.alarm(timeout)
+    start, cpu_start = time.monotonic(), time.process_time()
+    signal.setitimer(signal.ITIMER_PROF, timeout)
+    signal.alarm(wall)
     try:
         result = CliRunner().invoke(app, args)
         output, code = result.output, result.exit_code
@@ -57,10 +65,11 @@ for args in cases:
         output, code, escaped = "", 1, err
     finally:
         signal.alarm(0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
     lines = [line[:300] for line in output.splitlines() if line.strip()]
     records.append({
         "args": args, "exit": code, "escaped": type(escaped).__name__ if escaped else None,
-        "seconds": time.monotonic() - start,
+        "seconds": time.monotonic() - start, "cpu_seconds": time.process_time() - cpu_start,
         "output_bytes": len(output.encode("utf-8", "replace")),
         "output": output if len(output) < 65536 else "",
         "first": lines[:3], "errors": [line for line in lines if line.startswith("error:")],
@@ -78,10 +87,19 @@ def run_limited(
     spec.write_text(json.dumps([[str(a) for a in args] for args in cases]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(REPO), str(budget), str(timeout), str(spec)],
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            str(REPO),
+            str(budget),
+            str(timeout),
+            str(spec),
+            str(timeout * WALL_FACTOR),
+        ],
         capture_output=True,
         text=True,
-        timeout=timeout * len(cases) + 120,
+        timeout=timeout * WALL_FACTOR * len(cases) + 120,
         env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]

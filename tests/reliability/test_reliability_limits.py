@@ -1,10 +1,12 @@
 """Hostile bytes inside checkpoint files, by class, each class as generated instances.
 
 Every CLI case runs through `hostile_bytes.run_limited`: a fresh process whose address
-space is capped at its size after imports + 1.5 GiB, each command under a 30 s alarm. A
-case passes when the command refuses with one `error:` line (or validate's INVALID
+space is capped at its size after imports + 1.5 GiB, each command stopped after 30 s of CPU
+time. A case passes when the command refuses with one `error:` line (or validate's INVALID
 verdict), exit 1 or 2, no exception escaping (MemoryError and TimeoutError included), in
-bounded time and output. The classes:
+bounded time and output; a case whose work grows with its input (100,000 missing files) is
+held to the CPU time of the same case at a hundredth of the size, times a hundred: linear,
+on a busy machine as on a quiet one. The classes:
 
 1. unpickling that mutates process state: BUILD/SETITEM/APPEND on every admitted global
    of both class tables (in-process: nothing is allocated);
@@ -88,13 +90,23 @@ def copy_of(pristine: Path, scratch: Path, name: str) -> Path:
 
 
 def assert_refused(
-    record: dict, codes=(1, 2), fragment: str = "", max_output: int = 1 << 20
+    record: dict,
+    codes=(1, 2),
+    fragment: str = "",
+    max_output: int = 1 << 20,
+    max_cpu_seconds: float | None = None,
 ) -> None:
-    """Refused in one line (validate: findings, then its INVALID verdict), within limits."""
+    """Refused in one line (validate: findings, then its INVALID verdict), within limits:
+    MAX_SECONDS of wall time, or `max_cpu_seconds` of CPU time where given (work measured
+    against a calibrating case, not the machine's load)."""
     where = f"{record['args']}: {record['first']}"
     assert record["escaped"] is None, f"{record['escaped']} escaped: {where}"
     assert record["exit"] in codes, where
-    assert record["seconds"] < MAX_SECONDS, where
+    assert not [e for e in record["errors"] if e.startswith("error: over ")], where  # stopped
+    if max_cpu_seconds is None:
+        assert record["seconds"] < MAX_SECONDS, where
+    else:
+        assert record["cpu_seconds"] <= max_cpu_seconds, f"{record['cpu_seconds']} s: {where}"
     assert record["output_bytes"] < max_output, where
     assert len(record["errors"]) == 1 or record["verdict"], where
     if fragment:  # output over 64 KiB comes back as its first lines only
@@ -513,15 +525,31 @@ for _kind, _count, _expected in (
         return validate_only(run), expected
 
 
-@plant("manifest_100000_missing", "bounds")
-def _planted(run: Path):
-    path = step_of(run) / layout.MANIFEST_FILE
-    data = json.loads(path.read_text())
-    data["files"].update(
-        {f"dist_ckpt/gone_{i}.distcp": {"size": 1, "sha256": "0" * 64} for i in range(100_000)}
-    )
-    path.write_text(json.dumps(resealed(data)))
-    return validate_only(run), "listed in the manifest but missing"
+MISSING_FILES = (1_000, 100_000)  # the first calibrates the cost of the second
+LINEAR_SLACK = 4  # measured: the large case takes 0.9x its linear share (8.0 s vs 100 x 0.09 s)
+
+
+def _linear_cpu_bound(outcomes: dict, count: int) -> float:
+    """The most CPU time validating a manifest of `count` missing files may take: the
+    calibrating case's (MISSING_FILES[0] files, every fixed cost of validate included) times
+    the ratio of the counts, times LINEAR_SLACK (a sort's log factor, a collection's
+    noise). Linear work stays under it; work growing with the square of the count (a
+    lookup per file through every other one: a hundred times its linear share) exceeds it."""
+    (calibrating,), _ = outcomes[f"manifest_{MISSING_FILES[0]}_missing"]
+    return calibrating["cpu_seconds"] * count / MISSING_FILES[0] * LINEAR_SLACK
+
+
+for _count in MISSING_FILES:
+
+    @plant(f"manifest_{_count}_missing", "bounds")
+    def _planted(run: Path, count=_count):
+        path = step_of(run) / layout.MANIFEST_FILE
+        data = json.loads(path.read_text())
+        data["files"].update(
+            {f"dist_ckpt/gone_{i}.distcp": {"size": 1, "sha256": "0" * 64} for i in range(count)}
+        )
+        path.write_text(json.dumps(resealed(data)))
+        return validate_only(run), "listed in the manifest but missing"
 
 
 for _length in (5_000, 200_000):
@@ -669,10 +697,9 @@ def test_hostile_sizes_are_refused_within_limits(outcomes, case):
         elif case.startswith("name_"):  # accepted or not, printed bounded
             assert record["escaped"] is None and record["output_bytes"] < 64 << 10, record["first"]
             assert fragment in record["output"], record["first"]
-        elif case.startswith(
-            "manifest_"
-        ):  # one finding per listed file: linear in the manifest's 12 MB
-            assert_refused(record, fragment=fragment, max_output=32 << 20)
+        elif case == f"manifest_{MISSING_FILES[-1]}_missing":  # one finding per listed file:
+            bound = _linear_cpu_bound(outcomes, MISSING_FILES[-1])  # linear in its 12 MB
+            assert_refused(record, fragment=fragment, max_output=32 << 20, max_cpu_seconds=bound)
         else:
             assert_refused(record, fragment=fragment)
         assert not (Path(record["args"][2]).parent / "hf").exists(), record["args"]
