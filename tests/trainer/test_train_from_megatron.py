@@ -116,7 +116,9 @@ def test_a_record_no_family_computes_is_refused_as_export_refuses_it(megatron_ru
     model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
     lm = megatron_run(tmp_path, model, megatron_args(model, apply_layernorm_1p=True))
     cfg = tiny_config(data, tmp_path / "x", f"model.path={lm}", f"model.hf_config={root / 'hf'}")
-    with pytest.raises(ConfigError, match=r"^model.path: model.hf_config .*layernorm_1p"):
+    with pytest.raises(
+        ConfigError, match=r"^model.path: .*\[args\]: apply_layernorm_1p.*model.hf_config"
+    ):
         load_weights_of(cfg)
     out = tmp_path / "o"
     code, _, err = run_cli("ckpt", "export-hf", lm, "--hf-config", root / "hf", "--out", out)
