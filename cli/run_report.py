@@ -35,6 +35,7 @@ def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") 
         stopped,
         resume=again,
         last_step=last_step(cfg),
+        save_every=cfg.checkpoint.save_every,
     )
 
 
@@ -61,6 +62,7 @@ def stopped_run_line(
     start_over: str = "",
     last_step: int | None = None,
     then: str = "",
+    save_every: int = 0,
 ) -> str:
     """`stopped`, the step the run in `run_dir` reached and the checkpoint the next run
     resumes from, `resume` saying how (`run the same command again`), read from the run dir
@@ -71,7 +73,9 @@ def stopped_run_line(
 
     When that checkpoint is at the run's `last_step` (None: not known), training had
     finished and what was stopped came after it: the line says so, and `then` what is left
-    to do (resuming would only start up to say there is nothing left to train)."""
+    to do (resuming would only start up to say there is nothing left to train).
+    `save_every` (`checkpoint.save_every`, 0: not known) names a step reached whose save
+    was cut short (and removed, as every unfinished save is)."""
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.format import layout, run_steps
 
@@ -86,7 +90,7 @@ def stopped_run_line(
             f"{stopped} after training finished (step {step} of {last_step}); its final"
             f" checkpoint is {layout.step_dir(run_dir, step)}{left}{also}"
         )
-    stopped += _step_reached(run_dir, log_every, logged_before)
+    stopped += _step_reached(run_dir, log_every, logged_before, save_every, step)
     if step is None:
         return f"{stopped}; no checkpoint was saved in {run_dir} yet{also}"
     return (
@@ -95,16 +99,26 @@ def stopped_run_line(
     )
 
 
-def _step_reached(run_dir: str | os.PathLike, log_every: int, logged_before: int) -> str:
+def _step_reached(
+    run_dir: str | os.PathLike,
+    log_every: int,
+    logged_before: int,
+    save_every: int = 0,
+    newest: int | None = None,
+) -> str:
     """` after step N` (`... or later` when steps are logged every few), or "" when the run
-    logged no step (stopped while starting)."""
+    logged no step (stopped while starting). A step N that `save_every` saves, newer than
+    the `newest` checkpoint, was stopped in its save (a step is logged before it is saved):
+    the line says so, since "after step 5" beside save_every=5 reads as a step-5 checkpoint."""
     from trainer.metrics import last_logged_step
 
     step = last_logged_step(run_dir, logged_before)
     if not step:  # none, or GRPO's step-0 validation: no step was trained
         return ""
     later = f" or later (trainer.log_every={log_every})" if log_every > 1 else ""
-    return f" after step {step}{later}"
+    unsaved = log_every == 1 and save_every > 0 and step % save_every == 0 and (newest or 0) < step
+    cut = f" (step {step}'s save was cut short and removed)" if unsaved else ""
+    return f" after step {step}{later}{cut}"
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:

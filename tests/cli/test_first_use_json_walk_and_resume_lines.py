@@ -17,7 +17,7 @@ import pytest
 from cli.main import app
 from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import mfsdp
-from tests.support.launched_sft import lines_until_step, train_until_stopped
+from tests.support.launched_sft import lines_until_step, step_reached, train_until_stopped
 from tests.support.metrics import read_metrics
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
@@ -151,11 +151,12 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
     )
     out, rest = _stop_after(process, 2)
     assert process.returncode == 130, rest
-    newest = tmp_path / "run" / f"global_step_{run_steps.read_tracker(tmp_path / 'run')}"
+    newest_step = run_steps.read_tracker(tmp_path / "run")
+    newest = tmp_path / "run" / f"global_step_{newest_step}"
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     said = (
-        f"interrupted after step {reached}; the newest checkpoint is {newest}: run it again"
-        " with checkpoint.resume=auto to resume from it"
+        f"interrupted{step_reached(reached, newest_step, 1)}; the newest checkpoint is"
+        f" {newest}: run it again with checkpoint.resume=auto to resume from it"
     )
     assert lines_besides_starting(rest) == [f"error: {said}"]
     assert json.loads(out) == {"error": said, "exit_code": 130}

@@ -25,7 +25,12 @@ from cli.main import app
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
-from tests.support.launched_sft import launch_tiny_sft, lines_until_step, train_until_stopped
+from tests.support.launched_sft import (
+    launch_tiny_sft,
+    lines_until_step,
+    step_reached,
+    train_until_stopped,
+)
 from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
@@ -200,7 +205,7 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     assert reached >= 2
     assert lines_besides_starting(rest) == [
-        f"error: interrupted after step {reached}; the newest checkpoint is"
+        f"error: interrupted{step_reached(reached, newest, 1)}; the newest checkpoint is"
         f" {tmp_path / 'run'}/global_step_{newest}: run the same command again to resume from it"
     ], rest
 

@@ -82,6 +82,21 @@ def test_a_file_a_resume_cut_below_the_size_noted_at_launch_names_this_runs_step
     )
 
 
+def test_a_step_stopped_in_its_save_is_named_as_unsaved(tmp_path):
+    """Was: "interrupted after step 5; no checkpoint was saved" beside save_every=5, read
+    as a step-5 checkpoint that the cut-short save had removed."""
+    run = tmp_path / "run"
+    _log(run, 1, 2, 3, 4, 5)
+    assert interrupted_run(_cfg(run, "checkpoint.save_every=5"), 0) == (
+        f"interrupted after step 5 (step 5's save was cut short and removed); no checkpoint"
+        f" was saved in {run} yet"
+    )
+    _log(run, 6)
+    assert interrupted_run(_cfg(run, "checkpoint.save_every=5"), 0) == (
+        f"interrupted after step 6; no checkpoint was saved in {run} yet"
+    )
+
+
 def test_the_newest_step_of_a_long_file_is_found_from_its_tail(tmp_path):
     """The tail read starts inside a line; that cut line is not taken for a record."""
     run = tmp_path / "run"

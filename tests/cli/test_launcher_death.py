@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.launched_sft import step_reached
 from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.sft import write_chat_jsonl
@@ -180,7 +181,7 @@ def _said(log: Path, run_dir: Path, stopped: str) -> tuple[list[str], list[str]]
     reached = max(record["step"] for record in read_metrics(run_dir))
     newest = run_steps.resume_step(run_dir)
     expected = (
-        f"error: {stopped} after step {reached}; the newest checkpoint is"
+        f"error: {stopped}{step_reached(reached, newest, 1)}; the newest checkpoint is"
         f" {run_dir}/global_step_{newest}: run the same command again to resume from it"
     )
     return [line for line in log.read_text().splitlines() if "error" in line], [expected]

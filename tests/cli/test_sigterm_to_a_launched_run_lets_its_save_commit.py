@@ -15,7 +15,7 @@ import pytest
 
 from mfsdp_ckpt.format import run_steps
 from tests.support.cli_errors import error_prefixed_lines
-from tests.support.launched_sft import train_until_stopped
+from tests.support.launched_sft import step_reached, train_until_stopped
 from tests.support.metrics import read_metrics
 from tests.support.waiting import wait_until
 
@@ -80,7 +80,7 @@ def test_a_signal_lets_an_async_save_in_flight_commit(tmp_path, monkeypatch, sto
     assert run_steps.list_complete_steps(run)[-1] == newest
     reached = max(record["step"] for record in read_metrics(run))
     assert error_prefixed_lines(stderr) == [
-        f"error: {said}interrupted after step {reached}; the newest checkpoint is"
+        f"error: {said}interrupted{step_reached(reached, newest, 1)}; the newest checkpoint is"
         f" {run}/global_step_{newest}: run the same command again to resume from it"
     ], stderr
     assert run_processes(launch_id) == [], "a process of the run outlived the command"

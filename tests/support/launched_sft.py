@@ -50,3 +50,12 @@ def train_until_stopped(tmp_path, *overrides: str, nproc: int = 2) -> subprocess
     return launch_tiny_sft(
         tmp_path, f"data.train_files={data}", "trainer.total_steps=100000", *overrides, nproc=nproc
     )
+
+
+def step_reached(reached: int, newest: int | None, save_every: int) -> str:
+    """` after step N` as a stopped run's line says it: with the note it adds when step N is
+    one `save_every` saves and the newest checkpoint is older (a step is logged before it is
+    saved, so the signal landed in that save or before it)."""
+    unsaved = save_every > 0 and reached % save_every == 0 and (newest or 0) < reached
+    cut = f" (step {reached}'s save was cut short and removed)" if unsaved else ""
+    return f" after step {reached}{cut}"
