@@ -376,11 +376,15 @@ def _convert(
     # once: per group it was quadratic; the source's mfsdp keys are the run's too
     given = verl_keys.keys_given([*_leaves(tree), *(backend or []), *pairs])
     carried: dict[str, str] = {}  # each mfsdp key a verl key set: that key as the source says
+    notes_of: dict[str, list[str]] = {}  # what was noted of each group (`shown`) carried over
     try:
         for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
+            before = len(collected.messages)
             try:
                 adopted = verl_keys.carry_over(cls, group, given)
+                said_here = collected.messages[before:]
+                notes_of[shown] = [message.removeprefix("note: ") for message in said_here]
             except verl_rules.NotCarried as err:
                 conversion.dropped.append(f"{shown}: {err.reason}")
                 continue
@@ -410,7 +414,7 @@ def _convert(
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
     ]
-    built = _built(cls, conversion, source, carried)
+    built = _built(cls, conversion, source, carried, notes_of)
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
     paths = path_keys(cls)
     for key, value in _leaves(conversion.tree):
@@ -421,14 +425,19 @@ def _convert(
 
 
 def _built(
-    cls: type, conversion: Conversion, source: str, carried: dict[str, str]
+    cls: type,
+    conversion: Conversion,
+    source: str,
+    carried: dict[str, str],
+    notes_of: dict[str, list[str]],
 ) -> dict[str, Any]:
     """The converted config built as `mfsdp train` loads it; a value the loader refuses is
     an error (exit 2). In a run with keys not carried over already, a refused value a verl
     key set (`carried`: verl's `clip_ratio_low=10`, which its CISPO loss reads) is listed
     with them instead, with the loader's reason: the conversion stopped on it, before the
     key that makes the run one mfsdp does not train (`policy_loss.loss_mode=cispo`) was
-    said."""
+    said. What was noted of carrying it over (`notes_of` its group: "verl's optim.lr is
+    optim.lr=inf here") is taken back, so the comments tell one story of each key."""
     from trainer.config import ConfigError, config_from_tree, config_to_dict
 
     try:
@@ -440,6 +449,12 @@ def _built(
         if not refused:
             raise VerlSourceError(str(err)) from None
     conversion.dropped += [f"{carried[key]}: {why}" for key, _value, why in refused]
+    refused_groups = {carried[key] for key, _value, _why in refused}
+    kept = {
+        note for group, said in notes_of.items() if group not in refused_groups for note in said
+    }
+    withdrawn = {note for group in refused_groups for note in notes_of.get(group, [])} - kept
+    conversion.notes = [note for note in conversion.notes if note not in withdrawn]
     try:
         return config_to_dict(config_from_tree(cls, conversion.tree, source))
     except ConfigError as err:

@@ -57,7 +57,8 @@ class _Resolver:
                 changed += self.walk(value, [*where, str(key)])
                 continue
             filled = self.value(value, where)
-            if filled != value:
+            # `is not` first: a NaN (`.nan`) is unequal to itself, and was said filled in
+            if filled is not value and filled != value:
                 section[key] = filled
                 changed.append(".".join([*where, str(key)]))
         return changed

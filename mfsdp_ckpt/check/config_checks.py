@@ -257,11 +257,19 @@ def _check_config_against_record(
     """A config.json that contradicts the model the checkpoint's own record describes
     (Bridge's run_config.yaml, Megatron-LM's args) gives tensors of the same shapes a wrong
     q/k/v split or cut vocabulary: export refuses it, so validate must not pass it. A
-    record that derives no config leaves it uncompared: a warning says so."""
+    record that derives no config leaves it uncompared: a warning says so. A record that
+    cannot be read, or states a damaged value, is an error naming it (export refuses it),
+    said once where another check already named the same place (an `args` pickle)."""
     from mfsdp_ckpt.convert.hf_config import read_config_json
     from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
 
-    found = contradiction(read_config_json(config_file, root)[1], paths, reader)
+    try:
+        found = contradiction(read_config_json(config_file, root)[1], paths, reader)
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        where = error_location(err, paths.root)
+        if not _already_wrong(report, where):
+            report.add_error(where, err)
+        return
     if found is not None:
         report.add(ERROR, config_file, found)
     elif (unchecked := unchecked_note(paths, reader)) is not None:
@@ -495,5 +503,12 @@ def _refused_adapter(report: ValidationReport, source: ExportSource, err: Except
 def _already_wrong(report: ValidationReport, where: str) -> bool:
     """Whether an error about `where` is already reported: a record read out of a data file
     the storage checks found missing, cut short or linked out fails on that one fault,
-    which is said once (`check_data_files`), not again as the record's."""
-    return any(f.severity == ERROR and f.where == where for f in report.findings)
+    which is said once (`check_data_files`), not again as the record's; so is a stored
+    object (`root [args]`) whose pickle the pickle check named in its data file
+    (`file [args]`)."""
+    entry = where[where.rfind(" [") :] if where.endswith("]") and " [" in where else None
+    return any(
+        f.severity == ERROR
+        and (f.where == where or (entry is not None and str(f.where).endswith(entry)))
+        for f in report.findings
+    )

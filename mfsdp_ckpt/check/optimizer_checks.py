@@ -271,9 +271,9 @@ def check_optimizer(
     optimized under the embedding's name, needs none. No state for any parameter, while
     `record` names them, is one error (`_report_no_state`). A state that matches no
     parameter is a warning: an optimizer may legitimately hold more than the model state
-    shows. Which optimizer's states they are goes into the report (`optimizer_kind`); one
-    the run's own record contradicts (Megatron's args name SGD, the states are Adam's) is a
-    warning naming both (`_check_recorded`).
+    shows. Which optimizer's states they are goes into the report (`optimizer_kind`); states
+    lacking one the run's own record keeps (Megatron's args name Adam, the states are SGD's)
+    are an error naming both (`_check_recorded`).
     """
     record = record or _OptimizerRecord()
     tensors = reader.tensors
@@ -285,12 +285,13 @@ def check_optimizer(
         return
     report.optimizer_kind = optimizer_states.held_states(held)
     kind = optimizer_states.identify(held)
-    _check_recorded(kind, pairs.first_key, record, report)
+    contradicted = _check_recorded(kind, held, pairs.first_key, record, report)
     if pairs.positional:
         _check_positional_states(kind, tensors, params, pairs.by_position, report)
         return
     if kind is None:
-        _report_unknown_states(pairs.first_key, held, report)
+        if not contradicted:
+            _report_unknown_states(pairs.first_key, held, report)
     else:
         stateless = _check_states(kind, tensors, params, found, report, record)
         tie = {name: _tied_head(name, params, tensors, record.tied) for name in stateless}
@@ -372,33 +373,44 @@ def optimizer_kind(
 
 def _check_recorded(
     kind: optimizer_states.OptimizerStates | None,
+    held: set[str],
     first: str,
     record: _OptimizerRecord,
     report: ValidationReport,
-) -> None:
-    """A warning when the run's own record names an optimizer whose states are not these
-    (Megatron-LM's args `optimizer='sgd'` beside Adam's moments): a resume under the
-    recorded setting finds no states it can use. Only where both are known exactly: the
-    states are a known optimizer's and the record names one whose states are known here
-    (or SGD without momentum, which keeps none). The weights are not at fault: no error."""
-    if kind is None:
-        return
+) -> bool:
+    """Hold the states present to the optimizer the run's own record names (Megatron-LM's
+    args `optimizer`, Bridge's run_config.yaml `optimizer:` section), where its states are
+    known here: one error when no parameter holds a state it keeps (args `optimizer='adam'`
+    beside SGD's momentum_buffer, or Adam's moments without any exp_avg_sq), since a resume
+    with that setting fails to load them; per-parameter gaps are `_check_states`' findings.
+    SGD without momentum keeps none, so states beside it are a warning only: the resume
+    reads nothing from them. Returns whether the error was reported (the states then need
+    no further word as an unknown set)."""
     recorded = record.recorded()
     if recorded is None:
-        return
-    if recorded.states is not None and recorded.states.name != kind.name:
-        keeps = f"keeps {recorded.states.name}'s ({', '.join(recorded.states.missing(()))})"
-    elif recorded.states is None and not recorded.keeps_state:
-        keeps = "keeps none"
-    else:
-        return
-    report.add(
-        WARNING,
-        f"[{first}]",
-        f"optimizer state is {kind.name}'s, but the run's record names another optimizer:"
-        f" {recorded.about}, which {keeps}; a resume with that setting cannot use these"
-        " states",
-    )
+        return False
+    if recorded.states is not None:
+        lacking = recorded.states.missing(held)
+        if not lacking:
+            return False
+        keeps = ", ".join(recorded.states.missing(()))
+        report.add(
+            ERROR,
+            f"[{first}]",
+            f"optimizer state is {optimizer_states.held_states(held)}, not what"
+            f" {recorded.about} keeps ({recorded.states.name}'s {keeps}): no parameter holds"
+            f" {', '.join(lacking)}; a resume with that setting cannot load these states",
+        )
+        return True
+    if kind is not None and not recorded.keeps_state:
+        report.add(
+            WARNING,
+            f"[{first}]",
+            f"optimizer state is {kind.name}'s, but the run's record names another optimizer:"
+            f" {recorded.about}, which keeps none; a resume with that setting does not use"
+            " these states",
+        )
+    return False
 
 
 # Adam's second moment and AMSGrad's running maximum of it: means of squared gradients,

@@ -1,11 +1,13 @@
 """Which per-parameter states the optimizer a Megatron run records keeps.
 
-When a checkpoint's optimizer state is gone whole, no state name is left to recognise its
-optimizer from (`optimizer_states.identify`), while Megatron's `param_to_group_meta` still
-names every parameter the optimizer stepped. Which states those parameters lack then comes
-from the run's own record of its optimizer: Megatron-Bridge's run_config.yaml `optimizer:`
-section, else Megatron-LM's `args` (`optimizer`, `sgd_momentum`), with Megatron's defaults
-(`adam`, momentum 0.9) for what the record leaves out. Both are read as data only (safe
+The states a checkpoint holds are held to them (a resume with the recorded optimizer
+loads exactly those), and when its optimizer state is gone whole, no state name is left to
+recognise its optimizer from (`optimizer_states.identify`), while Megatron's
+`param_to_group_meta` still names every parameter the optimizer stepped: which states
+those parameters lack then comes from the same record. It is the run's own record of its
+optimizer: Megatron-Bridge's run_config.yaml `optimizer:` section, else Megatron-LM's `args`
+(`optimizer`, `sgd_momentum`), with Megatron's defaults (`adam`, momentum 0.9) for what the
+record leaves out. Both are read as data only (safe
 YAML, the restricted unpickler), bounded. An optimizer named but not known here is reported
 as such: its states are never guessed.
 """

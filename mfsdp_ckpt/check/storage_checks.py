@@ -21,6 +21,7 @@ from mfsdp_ckpt.format import dir_entries, file_walk, layout
 from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
 from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
 from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.chunk_checks import MAX_LISTED_PROBLEMS, chunk_backing_problem
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError
@@ -72,8 +73,10 @@ def check_files(
         except LeadsOutError as err:  # refused unread: its size is not told
             report.add_error(file, err)
             continue
-        if found is None or not stat.S_ISREG(found.st_mode):
+        if found is None:
             report.add(ERROR, file, "listed in the manifest but missing")
+        elif not stat.S_ISREG(found.st_mode):  # a FIFO or a directory is there, not missing
+            report.add(ERROR, file, f"{safe_files.kind_name(found.st_mode)}, not a regular file")
         elif found.st_size != record.size:
             report.add(ERROR, file, f"has {found.st_size} bytes, manifest says {record.size}")
     listed = set(manifest.files)

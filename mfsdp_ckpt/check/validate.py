@@ -186,7 +186,7 @@ def _run_checks(
         check_against_config(paths, reader, roots, report, hf_config)
     elif manifest is not None:  # its adapters against the weights they add to
         check_lora_against_config(paths, reader, roots, report, hf_config)
-    check_export_assets(paths, report, hf_config)
+    _check_assets(paths, report, hf_config)
     if deep and hf_config is not None and _errors(report) > errors_before:
         # the given config is refused in seconds: not after minutes of reading every byte
         report.add(WARNING, paths.dist_ckpt, DEEP_SKIPPED)
@@ -213,6 +213,19 @@ DEEP_SKIPPED = "values not read (--deep): the --hf-config given is refused above
 
 def _errors(report: ValidationReport) -> int:
     return sum(finding.severity == ERROR for finding in report.findings)
+
+
+def _check_assets(
+    paths: layout.CheckpointPaths, report: ValidationReport, hf_config: str | os.PathLike | None
+) -> None:
+    """`check_export_assets`, but a file an earlier check already named in an error (a
+    manifest-listed FIFO or link out of the checkpoint) is one defect, said once."""
+    assets = ValidationReport(path=report.path, deep=report.deep)
+    check_export_assets(paths, assets, hf_config)
+    said = {f.where for f in report.findings if f.severity == ERROR}
+    for finding in assets.findings:
+        if finding.where not in said:
+            report.add(finding.severity, finding.where, finding.message)
 
 
 def _check_metadata_tail(

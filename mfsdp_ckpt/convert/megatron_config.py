@@ -12,8 +12,10 @@ turns them into the config.json of the Hugging Face family with the same computa
 * a mixture-of-experts model (num_experts), every layer MoE with a softmax top-k router:
   with `qk_layernorm` Qwen3-MoE, with `add_qkv_bias` and a gated shared expert Qwen2-MoE,
   with neither Mixtral;
+* Megatron-core's rope scaling (Llama 3.1's, linear position interpolation) as the
+  config.json `rope_scaling` that computes it (`_rope_scaling`);
 * anything else (LayerNorm, other MoE routers or layer patterns, learned or no position
-  embeddings, GELU, partial or interleaved rotary, rope scaling, MLA, 1p norms, biases) has
+  embeddings, GELU, partial or interleaved rotary, MLA, 1p norms, biases) has
   no such equivalent, and a config that approximates it would load and compute something
   else: refused, exit 1, naming the setting. The same table (`uncomputable`) holds a
   --hf-config to the record (`record_agreement`): no config.json makes the weights compute
@@ -79,6 +81,15 @@ class DerivedConfig:
     vocab_recorded: bool = True  # False: vocab_size is the padded row count (none recorded)
 
 
+# Megatron-core's Llama 3.1 rope scaling: the numbers RotaryEmbedding._apply_scaling fixes
+# beside its factor, and the factor's default (Megatron-LM's --rope-scaling-factor, Bridge's)
+LLAMA3_FIXED = {
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+LLAMA3_DEFAULT_FACTOR = 8.0
+
 # Megatron-LM argparse defaults for settings a hand-made Namespace may leave out.
 _DEFAULTS: dict[str, Any] = {
     "add_qkv_bias": False,
@@ -90,6 +101,7 @@ _DEFAULTS: dict[str, Any] = {
     "rotary_base": 10000,
     "norm_epsilon": 1e-5,
     "use_rope_scaling": False,
+    "rope_scaling_factor": LLAMA3_DEFAULT_FACTOR,
     "rotary_seq_len_interpolation_factor": None,
     # Megatron-Bridge's provider names for rope scaling (Llama31ModelProvider records
     # rope_scaling and rope_scaling_factor; GPTModelProvider seq_len_interpolation_factor)
@@ -159,13 +171,12 @@ _ESSENTIAL = (
 
 class Required(NamedTuple):
     """A recorded setting every family exported here needs at one value: `why` another value
-    cannot be exported; `config_states` when a config.json can state it (rope scaling, which
-    `record_values` compares with the record), so --hf-config exports it."""
+    cannot be exported. (Rope scaling is no such setting: config.json states it, `_rope_scaling`
+    derives it and `record_values` compares a --hf-config's with the record.)"""
 
     setting: str
     needed: Any
     why: str
-    config_states: bool = False
 
 
 _REQUIRED_VALUES: tuple[Required, ...] = (
@@ -174,20 +185,6 @@ _REQUIRED_VALUES: tuple[Required, ...] = (
     Required("position_embedding_type", "rope", "they use rotary position embeddings"),
     Required("rotary_percent", 1.0, "their rotary embedding covers the whole head"),
     Required("rotary_interleaved", False, "their rotary embedding rotates halves, not pairs"),
-    Required("use_rope_scaling", False, "Llama 3.1 rope scaling is not derived", True),
-    Required("rope_scaling", False, "Llama 3.1 rope scaling is not derived", True),
-    Required(
-        "rotary_seq_len_interpolation_factor",
-        _NoneOrOne(),
-        "rotary position interpolation is not derived",
-        True,
-    ),
-    Required(
-        "seq_len_interpolation_factor",
-        _NoneOrOne(),
-        "rotary position interpolation is not derived",
-        True,
-    ),
     Required("multi_latent_attention", False, "multi-latent attention is another architecture"),
     Required("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
     Required("add_bias_linear", False, "their linear layers have no bias"),
@@ -303,9 +300,7 @@ def uncomputable(settings: dict[str, Any], names: dict[str, str], family: str | 
         f"{names.get(row.setting, row.setting)}={_name(values[row.setting])} cannot be exported"
         f" ({row.why})"
         for row in _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if moe else ())
-        if not row.config_states
-        and row.setting in values
-        and not _is(values[row.setting], row.needed)
+        if row.setting in values and not _is(values[row.setting], row.needed)
     ]
     for cannot, key, value, why in _FAMILY_CANNOT:
         if family == cannot and moe and _is(values.get(key), value) and not _all_chosen(values):
@@ -367,7 +362,14 @@ def _int(settings: dict, key: str, where: _Where) -> int:
     return _positive(settings[key], key, where)
 
 
+def _recorded(value: Any, key: str, where: _Where) -> None:
+    """A None is a setting the record leaves out, not a wrong value: say so, with no bound."""
+    if value is None:
+        raise MegatronConfigError(f"{where}: {where.key(key)} is not recorded (None)")
+
+
 def _positive(value: Any, key: str, where: _Where) -> int:
+    _recorded(value, key, where)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
         raise MegatronConfigError(
             f"{where}: {where.key(key)}={_name(value)} is not a positive integer"
@@ -380,6 +382,7 @@ def _bool(settings: dict, key: str, where: _Where) -> bool:
     """A flag, as argparse and YAML record it: a string "false" is truthy in Python, so
     anything but a real bool would silently pick another family or tying."""
     value = settings[key]
+    _recorded(value, key, where)
     if not isinstance(value, bool):
         raise MegatronConfigError(f"{where}: {where.key(key)}={_name(value)} is not true or false")
     return value
@@ -389,6 +392,7 @@ def _positive_float(settings: dict, key: str, where: _Where) -> float:
     """A finite positive number (norm epsilon, rotary base): json.dumps writes NaN and
     Infinity as tokens that are not JSON, and transformers would compute NaNs."""
     value = settings[key]
+    _recorded(value, key, where)
     number = (
         float(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and _fits(value)
@@ -462,12 +466,7 @@ def hf_config_from_megatron(
             " experts allowed"
         )
     moe = experts is not None and experts > 0
-    for row in _REQUIRED_VALUES:
-        if row.config_states and not _is(values[row.setting], row.needed):
-            raise MegatronConfigError(
-                f"{where}: {where.key(row.setting)}={_name(values[row.setting])} cannot be"
-                f" exported ({row.why}; pass {where.config_option})"
-            )
+    rope_scaling = _rope_scaling(values, where)
     _refuse_uncomputable(values, where, None)
     qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
     untied = _bool(values, "untie_embeddings_and_output_weights", where)
@@ -521,9 +520,37 @@ def hf_config_from_megatron(
         config["attention_bias"] = False
     if family == "llama":
         config["mlp_bias"] = False
+    if rope_scaling is not None:
+        config["rope_scaling"] = rope_scaling
     if moe:
         config.update(_moe_config(values, where, family, config["num_hidden_layers"]))
     return DerivedConfig(config, notes, vocab_recorded=values["vocab_size"] is not None)
+
+
+def _rope_scaling(values: dict[str, Any], where: _Where) -> dict[str, Any] | None:
+    """config.json's rope_scaling for the record's (None: it scales nothing). Megatron-core
+    runs two (megatron/core/models/common/embeddings/rotary_pos_embedding.py): Llama 3.1's
+    (`use_rope_scaling`, Bridge's `rope_scaling`, by `rope_scaling_factor`), whose other
+    numbers RotaryEmbedding._apply_scaling fixes, transformers' llama3; and linear position
+    interpolation (`rotary_seq_len_interpolation_factor`, Bridge's
+    `seq_len_interpolation_factor`: positions divided by it), transformers' linear, which
+    divides the frequencies instead. Both at once is no scaling a config.json states."""
+    llama3 = _bool(values, "use_rope_scaling", where) or _bool(values, "rope_scaling", where)
+    key = "rotary_seq_len_interpolation_factor"
+    if values[key] is None:
+        key = "seq_len_interpolation_factor"
+    linear = not _is(values[key], _NoneOrOne())
+    if llama3 and linear:
+        raise MegatronConfigError(
+            f"{where}: Llama 3.1 rope scaling with {where.key(key)}={_name(values[key])}"
+            " cannot be exported (no config.json states both, so none computes the model)"
+        )
+    if linear:
+        return {"rope_type": "linear", "factor": _positive_float(values, key, where)}
+    if llama3:
+        factor = _positive_float(values, "rope_scaling_factor", where)
+        return {"rope_type": "llama3", "factor": factor, **LLAMA3_FIXED}
+    return None
 
 
 _ARCHITECTURES = {
@@ -678,6 +705,8 @@ def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:
 __all__ = [
     "DERIVED_FROM",
     "HF_CONFIG_OPTION",
+    "LLAMA3_DEFAULT_FACTOR",
+    "LLAMA3_FIXED",
     "DerivedConfig",
     "MegatronConfigError",
     "MegatronSettingsMissing",

@@ -688,7 +688,11 @@ _UNSUPPORTED_MOE_PARTS = (
     (
         re.compile(r"\.mlp\.experts\.weight[12]$"),
         "the legacy GroupedMLP expert layout (moe_use_legacy_grouped_gemm), all experts in one"
-        " tensor; save with TEGroupedMLP or SequentialMLP experts",
+        " tensor, is not converted here; Megatron-LM converts it: run its training script with"
+        " the run's flags and --ckpt-convert-format torch_dist --ckpt-convert-save DIR"
+        " (GroupedMLP.sharded_state_dict saves SequentialMLP's per-expert layout), then"
+        " tools/checkpoint/checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor DIR OUT"
+        " --swiglu, whose output export-hf reads",
     ),
     (
         re.compile(r"\.mlp\.experts\."),

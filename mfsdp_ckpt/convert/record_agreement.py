@@ -18,8 +18,12 @@ same table (`megatron_config.uncomputable`): no config.json makes the weights co
 
 A record that is there but derives no config (a setting missing, a model no family here
 computes) is compared on the numbers it does hold; where those leave the head layout open
-(no heads or head_dim recorded), or the record cannot be read at all, that is said
-(`unchecked_note`), never passed over, since the same scrambled export would follow.
+(no heads or head_dim recorded), that is said (`unchecked_note`), never passed over, since
+the same scrambled export would follow. A record that cannot be read at all (not JSON or
+YAML, a link out of the checkpoint, a FIFO, a pickle naming os.system), or that states a
+value compared here as no number (NaN, a list, "1e-6": `record_values.damaged_values`), is
+a damaged checkpoint: CheckpointFormatError / CheckpointFileError naming the file (and the
+key), exit 1, whichever config.json it is held to, as without one.
 
 A checkpoint that keeps its own config.json (mfsdp's and verl's huggingface/, the HF
 Trainer's) records the model as well: a `--hf-config` of another head split, or of another
@@ -57,7 +61,7 @@ from mfsdp_ckpt.convert.megatron_config import (
     uncomputable,
 )
 from mfsdp_ckpt.convert.megatron_record import RecordedSettings, recorded_config, recorded_settings
-from mfsdp_ckpt.convert.record_values import value_disagreements
+from mfsdp_ckpt.convert.record_values import damaged_values, value_disagreements
 from mfsdp_ckpt.convert.verl_record import VERL_TRANSFORMER_CONFIG
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
@@ -105,17 +109,18 @@ def contradiction(
 ) -> str | None:
     """What in `given` (config.json data) contradicts the checkpoint's own record (its
     Megatron settings, then the config.json it keeps beside them, as verl does), as the end
-    of a one-line error; None when
-    they agree or there is no record to compare with (a record that cannot be read or
-    describes no model exported here is compared on what it holds; `unchecked_note` says
-    what was left uncompared)."""
-    derived, unread = _record(paths, reader)
-    if derived is None:  # an unreadable record leaves the checkpoint's own config to compare
-        own = unread is None or _keeps_own_config(paths)
-        return _against_own_config(given, paths) if own else None
+    of a one-line error; None when they agree or there is no record to compare with (a
+    record that describes no model exported here is compared on what it holds;
+    `unchecked_note` says what was left uncompared). Raises CheckpointFormatError /
+    CheckpointFileError for a record that cannot be read or states a damaged value (module
+    docstring)."""
+    derived = _record(paths, reader)[0]
+    if derived is None:
+        return _against_own_config(given, paths)
     recorded = _settings(paths, reader)
     found = disagreements(given, derived)
     if recorded is not None:
+        _refuse_damaged_values(recorded)
         found += _value_findings(given, recorded)
         if "model_type" in derived.config:  # derived: what it sets from the record
             found += _behaviour_findings(given, derived, recorded)
@@ -179,6 +184,18 @@ def _settings(
         return None
 
 
+def _refuse_damaged_values(recorded: RecordedSettings) -> None:
+    """CheckpointFormatError naming the record and its keys when a value `record_values`
+    compares is stated as no finite number: left uncompared, a rope_theta the weights were
+    not trained with exported with exit 0."""
+    damaged = damaged_values(recorded.settings, recorded.names)
+    if damaged:
+        verb = "is" if len(damaged) == 1 else "are"
+        raise CheckpointFormatError(
+            f"{recorded.where}: {', '.join(damaged)} {verb} not a finite number (a damaged record)"
+        )
+
+
 def _value_findings(given: dict[str, Any], recorded: RecordedSettings) -> list[Finding]:
     """`record_values` of the record's settings."""
     found = value_disagreements(given, recorded.settings, recorded.names)
@@ -209,7 +226,7 @@ def _behaviour_findings(
 
 def unchecked_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:
     """Why a config.json used for this checkpoint was not compared with its Megatron record
-    on the head layout (the record is there but unreadable, or holds no heads or head_dim),
+    on the head layout (the record is there but holds no heads or head_dim),
     as the rest of a line that names the config; None when it was, or there is no record."""
     unread = _record(paths, reader)[1]
     if unread is None or (_keeps_own_config(paths) and _settings(paths, reader) is not None):
@@ -248,16 +265,15 @@ def _record(
     paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> tuple[DerivedConfig | None, str | None]:
     """(the layout numbers the checkpoint's Megatron record gives: the config it derives,
-    else those it holds (`_layout_numbers`), None without a readable record; why the head
-    layout could not be taken from a record that is there, or None)."""
+    else those it holds (`_layout_numbers`), None without a record; why the head layout
+    could not be taken from a record that is there, or None). A record that cannot be read
+    raises its CheckpointFormatError / CheckpointFileError (module docstring)."""
     try:
         return recorded_config(paths, reader), None
     except MegatronSettingsMissing as err:
         why = err.lacking()
     except MegatronConfigError as err:
         why = str(err)
-    except (CheckpointFormatError, CheckpointFileError) as err:
-        return None, str(err)
     try:
         recorded = recorded_settings(paths, reader)
     except MegatronSettingsMissing:  # run_config.yaml without a model section

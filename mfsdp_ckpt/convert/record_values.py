@@ -21,7 +21,10 @@ Only what the record states is compared, never a default filled in for it, and r
 settings only where it records rotary position embeddings (`position_embedding_type`
 'rope'): Megatron-LM records rotary_base whatever the position embedding, and unused it
 says nothing. A key config.json leaves out takes a default this module does not know, so it
-is not compared either (an unloadable value, `"1e-6"`, is named by `hf_config`).
+is not compared either (an unloadable value, `"1e-6"`, is named by `hf_config`). A value
+the record states as no finite number (NaN, Infinity, a list, `"1e-6"`) cannot be compared
+and is no value the run trained with: `damaged_values` names it, for the caller to refuse
+the record as damaged, never to skip the comparison in silence.
 """
 
 from __future__ import annotations
@@ -31,29 +34,50 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.config_behaviour import rope_of
+from mfsdp_ckpt.convert.megatron_config import LLAMA3_DEFAULT_FACTOR, LLAMA3_FIXED, shown_value
 
-# Megatron-core's Llama 3.1 scaling constants beside its factor (RotaryEmbedding._apply_scaling)
-_LLAMA3_FIXED = {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
-_POSITIONS_KEY, _LLAMA3_POSITIONS = "original_max_position_embeddings", 8192
-_LLAMA3_DEFAULT_FACTOR = 8.0  # rope_scaling_factor's default in Megatron-LM and Bridge
-_SCALING_KEYS = (
-    "use_rope_scaling",
-    "rope_scaling",
-    "rotary_seq_len_interpolation_factor",
-    "seq_len_interpolation_factor",
-)
+# linear interpolation's factor: Megatron-LM's name, then Bridge's
+_FACTOR_KEYS = ("rotary_seq_len_interpolation_factor", "seq_len_interpolation_factor")
+_SCALING_KEYS = ("use_rope_scaling", "rope_scaling", *_FACTOR_KEYS)
 _DEFAULT_WITHIN_LENGTH = ("dynamic",)  # rope types computing the default up to max positions
 _REL_TOL = 1e-6  # a value stored as float32 somewhere on its way still compares equal
 
 
 def _number(value: Any) -> float | None:
-    plain = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return float(value) if plain and math.isfinite(value) else None
+    """`value` as a finite float; None for anything else (a bool, NaN, an int past float's
+    range, a string, a container)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int of 1024 bits or more
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _differ(one: Any, other: Any) -> bool:
     a, b = _number(one), _number(other)
     return a is not None and b is not None and not math.isclose(a, b, rel_tol=_REL_TOL)
+
+
+def _compared_keys(settings: dict[str, Any]) -> list[str]:
+    """The record's keys (Megatron-LM names) `value_disagreements` compares as numbers."""
+    keys = ["norm_epsilon"]
+    if settings.get("position_embedding_type") == "rope":
+        keys += ["rotary_base", *_FACTOR_KEYS]
+        if settings.get("use_rope_scaling") is True or settings.get("rope_scaling") is True:
+            keys.append("rope_scaling_factor")
+    return keys
+
+
+def damaged_values(settings: dict[str, Any], names: dict[str, str]) -> list[str]:
+    """`name=value` (as the record names the key) for each value `value_disagreements`
+    compares that the record states (not null) as no finite number; empty when none."""
+    return [
+        f"{names.get(key, key)}={cut_to(shown_value(settings[key]), 60)}"
+        for key in _compared_keys(settings)
+        if settings.get(key) is not None and _number(settings[key]) is None
+    ]
 
 
 def value_disagreements(
@@ -103,12 +127,8 @@ def _recorded_scaling(settings: dict[str, Any]) -> Scaling | None:
     if linear:
         return "linear", {"factor": factor}
     if llama3:
-        llama = settings.get("rope_scaling_factor", _LLAMA3_DEFAULT_FACTOR)
-        return "llama3", {
-            "factor": llama,
-            **_LLAMA3_FIXED,
-            _POSITIONS_KEY: _LLAMA3_POSITIONS,
-        }
+        llama = settings.get("rope_scaling_factor", LLAMA3_DEFAULT_FACTOR)
+        return "llama3", {"factor": llama, **LLAMA3_FIXED}
     return "default", {}
 
 
@@ -119,7 +139,7 @@ def _stated_scaling(rope: dict[str, Any]) -> Scaling:
     kind = str(rope.get("rope_type", "default"))
     if kind in _DEFAULT_WITHIN_LENGTH or (kind == "linear" and _number(rope.get("factor")) == 1.0):
         return "default", {}
-    wanted = {"linear": ("factor",), "llama3": ("factor", *_LLAMA3_FIXED, _POSITIONS_KEY)}
+    wanted = {"linear": ("factor",), "llama3": ("factor", *LLAMA3_FIXED)}
     return kind, {key: rope.get(key) for key in wanted.get(kind, ())}
 
 

@@ -17,14 +17,15 @@ compared as a value, so it never refuses a checkpoint.
 
 from __future__ import annotations
 
+import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.convert.megatron_config import shown_value
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import dir_entries, layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.unique_json import parse_json
 
@@ -45,29 +46,34 @@ class VerlConfig:
 
 
 def transformer_config_file(paths: layout.CheckpointPaths) -> Path | None:
-    """verl's transformer_config.json beside `model/` (v2) or `dist_ckpt/` (v1), when it is a
-    regular file inside the checkpoint (reads never leave it)."""
+    """verl's transformer_config.json beside `model/` (v2) or `dist_ckpt/` (v1): whatever is
+    there under that name, as for Bridge's run_config.yaml (`CheckpointPaths.run_config`),
+    so that the read follows a link inside the checkpoint and refuses, in one line naming
+    the file, a link out of it, a FIFO or a directory (`safe_files`), instead of taking
+    any of them for "no record"."""
     root = paths.root
     for folder in (paths.dist_ckpt.parent, paths.dist_ckpt.parent.parent):
         if folder != root and root not in folder.parents:
             continue
         file = folder / VERL_TRANSFORMER_CONFIG
-        found = dir_entries.stat_inside(file, root, follow_symlinks=False)
-        if found is not None and stat.S_ISREG(found.st_mode):
+        if os.path.lexists(file):
             return file
     return None
 
 
 def read_transformer_config(paths: layout.CheckpointPaths) -> VerlConfig | None:
-    """The checkpoint's transformer_config.json as data; None when it keeps none, or holds
-    no JSON object. Raises CheckpointFormatError / CheckpointFileError for one that cannot
-    be read (not JSON, over the size cap, a duplicate key)."""
+    """The checkpoint's transformer_config.json as data; None when it keeps none. Raises
+    CheckpointFormatError / CheckpointFileError for one that cannot be read (not JSON, no
+    JSON object, over the size cap, a duplicate key, no regular file, a link out of the
+    checkpoint): a damaged record, exit 1, as a damaged run_config.yaml is."""
     file = transformer_config_file(paths)
     if file is None:
         return None
     text = safe_files.read_text(file, MAX_TRANSFORMER_CONFIG_BYTES, paths.root)
     data = parse_json(text, str(file), CheckpointFormatError)
-    return VerlConfig(data, file) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise CheckpointFormatError(f"{file}: holds {shown_value(data)}, not a JSON object")
+    return VerlConfig(data, file)
 
 
 def known_fields(fields: dict[str, Any]) -> dict[str, Any]:

@@ -295,15 +295,30 @@ def read_bridge_tracker(run_dir: str | os.PathLike) -> str | None:
         return None
     try:
         raw = safe_files.read_bytes(tracker, BRIDGE_TRACKER_MAX_BYTES, root=run_dir)
-        step = load_scalars(raw, str(tracker)).get("step")
+        scalars = load_scalars(raw, str(tracker))
     except (CheckpointFileError, CheckpointFormatError) as err:
         raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
-        raise DamagedRunDirError(
-            f"{tracker}: expected an integer step, found"
-            f" {cut_to(repr(step), 40)}{steps_here(run_dir)}"
-        )
-    return str(step)
+    problem = _bridge_step_problem(scalars)
+    if problem is not None:
+        raise DamagedRunDirError(f"{tracker}: {problem}{steps_here(run_dir)}")
+    return str(scalars["step"])
+
+
+_BRIDGE_STEP_LIMIT = 10**18  # far past any run's step count, and an iter dir name's digits
+
+
+def _bridge_step_problem(scalars: dict[str, int | float | bool]) -> str | None:
+    """What is wrong with a Bridge train state's `step`, in words saying what it is (no
+    entry, an integer out of range, no integer); None for a step to read."""
+    if "step" not in scalars:
+        return "holds no 'step' entry"
+    step = scalars["step"]
+    if isinstance(step, bool) or not isinstance(step, int):
+        return f"expected an integer step, found {cut_to(repr(step), 40)}"
+    if not 0 <= step < _BRIDGE_STEP_LIMIT:
+        shown = str(step) if step.bit_length() <= 64 else f"an integer of {step.bit_length()} bits"
+        return f"step {shown} is out of range (0 to {_BRIDGE_STEP_LIMIT - 1})"
+    return None
 
 
 def steps_here(run_dir: str | os.PathLike) -> str:

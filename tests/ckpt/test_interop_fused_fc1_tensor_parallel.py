@@ -152,7 +152,8 @@ def test_verl_records_ranks_but_no_format(made_optim, tmp_path):
 
 
 def test_a_record_that_cannot_be_read_leaves_the_order_unknown(tmp_path):
-    """A fused fc1 is split only as a record proves; an unreadable one proves nothing."""
+    """A fused fc1 is split only as a record proves; an unreadable one proves nothing, and
+    is a damaged checkpoint: refused by name before any tensor is split."""
     model = tiny_causal_lm("llama")
     run = bridge_run(tmp_path, model, steps=(10,))
     step = run / "iter_0000010"
@@ -163,5 +164,5 @@ def test_a_record_that_cannot_be_read_leaves_the_order_unknown(tmp_path):
     out = tmp_path / "hf"
     code, _, err = run_cli("ckpt", "export-hf", run, "--hf-config", given, "--out", out)
     line = one_error_line(err)
-    assert code == 1 and f"[model.module.decoder.layers.0.{DENSE_FC1}]" in line, err
-    assert "could not be read" in line and "run_config.yaml" in line and not out.exists()
+    assert code == 1 and f"{step / 'run_config.yaml'}: not valid YAML" in line, err
+    assert not out.exists()

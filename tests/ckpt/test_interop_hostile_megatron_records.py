@@ -123,7 +123,7 @@ WRONG_VALUES = {
     "layernorm_epsilon=list": ({"layernorm_epsilon": [1e-6]}, "layernorm_epsilon=a list"),
     "layernorm_epsilon=nan": ({"layernorm_epsilon": float("nan")}, "layernorm_epsilon=nan"),
     "rotary_base=inf": ({"rotary_base": float("inf")}, "rotary_base=inf"),
-    "rotary_base=None": ({"rotary_base": None}, "rotary_base=None"),
+    "rotary_base=None": ({"rotary_base": None}, "rotary_base is not recorded (None)"),
     "rotary_base=-1": ({"rotary_base": -1.0}, "rotary_base=-1.0"),
     "add_qkv_bias='false'": ({"add_qkv_bias": "false"}, "add_qkv_bias='false' is not true"),
     "qk_layernorm=1": ({"qk_layernorm": 1}, "qk_layernorm=1 is not true or false"),
@@ -266,7 +266,7 @@ ARGS_CASES = {
     "string flag": ({"add_qkv_bias": "False"}, "add_qkv_bias='False' is not true or false"),
     "None untie": (
         {"untie_embeddings_and_output_weights": None},
-        "untie_embeddings_and_output_weights=None is not true or false",
+        "untie_embeddings_and_output_weights is not recorded (None)",
     ),
     "zero heads": ({"num_attention_heads": 0}, "num_attention_heads=0 is not a positive"),
     "groups not dividing": ({"num_query_groups": 3}, "is not a multiple of num_query_groups=3"),
@@ -355,6 +355,7 @@ def _train_state_bytes(**changes) -> bytes:
     from tests.support.megatron_checkpoints import train_state
 
     state = {**train_state(10), **changes}
+    state = {key: value for key, value in state.items() if value is not None}  # None: removed
     buffer = io.BytesIO()
     torch.save(state, buffer)
     return buffer.getvalue()
@@ -367,7 +368,15 @@ def _tracker_cases():
         "truncated": (lambda: _train_state_bytes()[:300], "not a torch.save zip archive"),
         "not a zip": (lambda: b"step=10\n", "not a torch.save zip archive"),
         "huge": (lambda: b"\0" * (2 << 20), "more than the 1048576"),
-        "negative": (lambda: _train_state_bytes(step=torch.tensor(-3)), "found -3"),
+        "negative": (
+            lambda: _train_state_bytes(step=torch.tensor(-3)),
+            "step -3 is out of range (0 to 999999999999999999)",
+        ),
+        "out of range": (
+            lambda: _train_state_bytes(step=torch.tensor(2**62)),
+            "step 4611686018427387904 is out of range",
+        ),
+        "no step": (lambda: _train_state_bytes(step=None), "holds no 'step' entry"),
         "float": (lambda: _train_state_bytes(step=torch.tensor(2.5)), "found 2.5"),
         "vector": (lambda: _train_state_bytes(step=torch.tensor([1, 2])), "not a 0-dim"),
         "plain int": (lambda: _train_state_bytes(step=10), "[step]: not a tensor"),

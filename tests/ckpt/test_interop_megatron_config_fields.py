@@ -8,9 +8,8 @@ Bridge's run_config.yaml has always held them. TransformerConfig also carries se
 that change what a dense GPT computes without changing its weights' names or shapes (a
 sliding window, another softmax, muP multipliers, ...): the derived config cannot express
 them, so they are refused in one line naming the setting, never exported as a Llama/Qwen
-model that computes something else. So is rotary scaling, under each name a record gives it:
-Megatron-LM's `rotary_seq_len_interpolation_factor` (and `use_rope_scaling`), Bridge's
-`seq_len_interpolation_factor` and the `rope_scaling` its Llama31ModelProvider records.
+model that computes something else. (Rotary scaling, which config.json states, is derived:
+tests/ckpt/test_interop_megatron_rope_scaling_derived.py.)
 """
 
 from __future__ import annotations
@@ -100,25 +99,6 @@ def test_bridge_settings_that_change_the_model_are_refused_naming_them(setting, 
     assert not (tmp_path / "hf").exists()
 
 
-INTERPOLATION_WHY = "rotary position interpolation is not derived; pass --hf-config"
-LLAMA31_WHY = "Llama 3.1 rope scaling is not derived; pass --hf-config"
-
-
-@pytest.mark.parametrize("factor", [4.0, 0.25])
-def test_args_with_rotary_interpolation_are_refused_naming_it(factor, tmp_path):
-    """--rotary-seq-len-interpolation-factor divides every position by the factor (linear
-    rope scaling). Was: exit 0, a config.json without it, logits off by the interpolation."""
-    model = tiny_causal_lm("llama")
-    args = megatron_args(model, rotary_seq_len_interpolation_factor=factor)
-    run = megatron_run(tmp_path, model, args)
-    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
-    assert code == 1 and one_error_line(err) == (
-        f"error: {run / 'iter_0000100'} [args]: rotary_seq_len_interpolation_factor={factor}"
-        f" cannot be exported ({INTERPOLATION_WHY})"
-    ), err
-    assert not (tmp_path / "hf").exists()
-
-
 @pytest.mark.parametrize("factor", [None, 1, 1.0])
 def test_args_whose_interpolation_leaves_positions_export(factor, tmp_path):
     model = tiny_causal_lm("llama")
@@ -128,21 +108,6 @@ def test_args_whose_interpolation_leaves_positions_export(factor, tmp_path):
     assert_exports_to_source(model, run, tmp_path / "hf")
 
 
-BRIDGE_ROPE = {  # what a provider records -> the key the refusal names, and why
-    "interpolation": (
-        {"seq_len_interpolation_factor": 4.0},
-        "seq_len_interpolation_factor=4.0",
-        INTERPOLATION_WHY,
-    ),
-    # Megatron-Bridge's Llama31ModelProvider (llama_provider.py)
-    "llama31": (
-        {"rope_scaling": True, "rope_scaling_factor": 8.0},
-        "rope_scaling=True",
-        LLAMA31_WHY,
-    ),
-}
-
-
 def _bridge_run_with(tmp_path, model, settings: dict):
     run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     run_config = run / "iter_0000010" / "run_config.yaml"
@@ -150,17 +115,6 @@ def _bridge_run_with(tmp_path, model, settings: dict):
     data["model"].update(settings)
     run_config.write_text(yaml.safe_dump(data))
     return run, run_config
-
-
-@pytest.mark.parametrize("case", list(BRIDGE_ROPE))
-def test_bridge_rope_scaling_is_refused_naming_its_key(case, tmp_path):
-    """Was: exit 0, a config.json with plain rope for a run that scaled its positions."""
-    settings, named, why = BRIDGE_ROPE[case]
-    run, run_config = _bridge_run_with(tmp_path, tiny_causal_lm("llama", vocab=500), settings)
-    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
-    assert code == 1 and one_error_line(err) == (
-        f"error: {run_config} model: {named} cannot be exported ({why})"
-    ), stdout + err
 
 
 def test_bridge_defaults_for_rope_scaling_export(tmp_path):

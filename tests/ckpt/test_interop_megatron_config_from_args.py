@@ -165,7 +165,7 @@ def test_a_known_vocab_size_drops_the_padding_rows(tmp_path):
 
 
 def test_hf_config_wins_over_the_args_and_says_so(tmp_path):
-    """Args whose rope scaling is not derived: the config that states it is used, and
+    """Args with rope scaling: the --hf-config that states it is used, and
     export says so. (A setting no config computes, LayerNorm, is refused either way.)"""
     model = tiny_causal_lm("qwen2")
     run = megatron_run(tmp_path, model, megatron_args(model, use_rope_scaling=True))

@@ -1,5 +1,5 @@
-"""inspect and validate say which optimizer's state a checkpoint holds, and validate warns
-where the run's own record names another optimizer.
+"""inspect and validate say which optimizer's state a checkpoint holds, and validate holds
+the states to the optimizer the run's own record names.
 
 Was: the optimizer was recognised from the state names (to check every parameter holds its
 set) but no output named it: inspect said "optimizer state optimizer.state.* (123
@@ -8,9 +8,10 @@ is the entry's name). A Megatron-LM checkpoint whose args say `optimizer='sgd'` 
 Adam's moments was "valid" without a word, though a resume with that setting cannot use
 them. Now both commands say "Adam (exp_avg, exp_avg_sq, step)" (inspect on its weights
 line, validate "Adam optimizer state" in its verdict line; JSON: top-level
-`optimizer_kind`), for mfsdp's own checkpoints, verl's and Megatron-LM's, and the
-contradiction is a warning naming both, only where the record itself names the optimizer
-and the states are a known optimizer's (the weights are fine: never INVALID).
+`optimizer_kind`), for mfsdp's own checkpoints, verl's and Megatron-LM's, and states that
+lack one the record's own optimizer keeps are one error naming both (a resume with that
+setting fails to load them); states beside SGD without momentum, which keeps none, are a
+warning. Only where the record itself names the optimizer and its states are known here.
 """
 
 from __future__ import annotations
@@ -147,15 +148,49 @@ def test_no_optimizer_state_names_no_optimizer(tmp_path):
 FIRST = "[optimizer.state.module.module.module.embedding.word_embeddings.weight.exp_avg]"
 
 
-@pytest.mark.parametrize(
-    ("args", "keeps"),
-    [
-        ({"optimizer": "sgd", "sgd_momentum": 0.9}, ", which keeps SGD's (momentum_buffer)"),
-        ({"optimizer": "sgd", "sgd_momentum": 0.0}, " without momentum, which keeps none"),
-    ],
-)
-def test_args_naming_another_optimizer_is_a_warning_naming_both(args, keeps, tmp_path):
-    run = _megatron_states(tmp_path, None, **args)
+# args -> the states every parameter holds, and what the one error says of them
+RECORD_CONTRADICTED = {
+    "sgd with momentum, Adam's states": (
+        {"optimizer": "sgd", "sgd_momentum": 0.9},
+        None,
+        "optimizer state is Adam (exp_avg, exp_avg_sq, step), not what optimizer 'sgd' in"
+        " args keeps (SGD's momentum_buffer): no parameter holds momentum_buffer",
+    ),
+    "adam, SGD's states": (
+        {"optimizer": "adam"},
+        {"momentum_buffer": None},
+        "optimizer state is SGD (momentum_buffer), not what optimizer 'adam' in args keeps"
+        " (Adam's exp_avg, exp_avg_sq): no parameter holds exp_avg, exp_avg_sq",
+    ),
+    "adam, every exp_avg_sq lost": (
+        {"optimizer": "adam"},
+        {"exp_avg": None, "step": None},
+        "optimizer state is no known optimizer's (exp_avg, step), not what optimizer 'adam'"
+        " in args keeps (Adam's exp_avg, exp_avg_sq): no parameter holds exp_avg_sq",
+    ),
+}
+RESUME_FAILS = "; a resume with that setting cannot load these states"
+
+
+@pytest.mark.parametrize("case", list(RECORD_CONTRADICTED))
+def test_states_lacking_what_the_recorded_optimizer_keeps_are_one_error(case, tmp_path):
+    """Was: exit 0 "valid" (a warning, or for a set no optimizer keeps only "no known
+    optimizer's"), though Megatron-LM resuming with the recorded optimizer fails its strict
+    load on the states it lacks."""
+    args, states, said = RECORD_CONTRADICTED[case]
+    run = _megatron_states(tmp_path, states, **args)
+    code, report, findings = _validated(run)
+    assert code == 1 and not report["valid"], report
+    assert [(severity, message) for severity, _, message in findings] == [
+        ("error", said + RESUME_FAILS)
+    ], findings
+    code, out, err = _cli("validate", run, "--deep")
+    assert code == 1 and out.count("error: ") + err.count("error: ") == 1, out + err
+
+
+def test_states_beside_sgd_without_momentum_are_a_warning_only(tmp_path):
+    """SGD without momentum keeps no state: the resume reads none of these, and works."""
+    run = _megatron_states(tmp_path, None, optimizer="sgd", sgd_momentum=0.0)
     code, report, findings = _validated(run)
     assert code == 0 and report["valid"] and report["optimizer_kind"] == ADAM, report
     assert findings == [
@@ -163,12 +198,10 @@ def test_args_naming_another_optimizer_is_a_warning_naming_both(args, keeps, tmp
             "warning",
             FIRST,
             "optimizer state is Adam's, but the run's record names another optimizer:"
-            f" optimizer 'sgd' in args{keeps}; a resume with that setting cannot use"
-            " these states",
+            " optimizer 'sgd' in args without momentum, which keeps none; a resume with that"
+            " setting does not use these states",
         )
     ]
-    code, out, err = _cli("validate", run)
-    assert code == 0 and err.count("warning: ") + out.count("warning: ") == 1, out + err
     code, _, err = _cli("validate", run, "--strict")
     assert code == 1, err
 
@@ -188,7 +221,7 @@ def test_no_warning_unless_both_are_known(states, args, tmp_path):
     assert code == 0 and findings == [] and report["optimizer_kind"] is not None, report
 
 
-def test_bridge_run_config_naming_another_optimizer_is_a_warning(tmp_path):
+def test_bridge_run_config_naming_another_optimizer_is_an_error(tmp_path):
     model = tiny_causal_lm("llama", vocab=64)
     run = bridge_run(tmp_path, model, steps=(10,))
     step = run / "iter_0000010"
@@ -198,12 +231,12 @@ def test_bridge_run_config_naming_another_optimizer_is_a_warning(tmp_path):
     config["optimizer"] = {"optimizer": "sgd", "sgd_momentum": 0.9, "lr": 1e-4}
     (step / "run_config.yaml").write_text(yaml.safe_dump(config))
     code, report, findings = _validated(run)
-    assert code == 0 and report["optimizer_kind"] == ADAM, report
+    assert code == 1 and report["optimizer_kind"] == ADAM, report
     assert [(severity, message) for severity, _, message in findings] == [
         (
-            "warning",
-            "optimizer state is Adam's, but the run's record names another optimizer:"
-            " optimizer 'sgd' in run_config.yaml's optimizer section, which keeps SGD's"
-            " (momentum_buffer); a resume with that setting cannot use these states",
+            "error",
+            f"optimizer state is {ADAM_SAID}, not what optimizer 'sgd' in run_config.yaml's"
+            " optimizer section keeps (SGD's momentum_buffer): no parameter holds"
+            " momentum_buffer" + RESUME_FAILS,
         )
     ]

@@ -22,15 +22,16 @@ WITHOUT_POSITIONS = FIXTURES / "mcore_optim" / "qwen2" / "run"  # args lack max_
 
 
 @pytest.fixture(scope="module")
-def rope_scaled(tmp_path_factory) -> tuple[Path, Path]:
-    """(a Megatron-LM run whose args record Llama 3.1 rope scaling, a model dir of the same
-    model whose config.json the run can take instead)."""
+def no_positions(tmp_path_factory) -> tuple[Path, Path]:
+    """(a Megatron-LM run whose args record no positions, a model dir of the same model
+    whose config.json the run can take instead)."""
     from transformers import AutoModelForCausalLM
 
-    root = tmp_path_factory.mktemp("rope_scaled")
+    root = tmp_path_factory.mktemp("no_positions")
     model_dir, _ = trainable_model_dir(root)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
-    return megatron_run(root, model, megatron_args(model, use_rope_scaling=True)), model_dir
+    args = megatron_args(model, max_position_embeddings=None, seq_length=None)
+    return megatron_run(root, model, args), model_dir
 
 
 def _refusal(cfg: ModelConfig) -> str:
@@ -59,10 +60,10 @@ def test_train_says_it_in_one_line_and_exit_2(tmp_path):
     assert "model.hf_config=DIR" in errors[0] and "--hf-config" not in errors[0]
 
 
-def test_a_recorded_rope_scaling_asks_for_model_hf_config_which_then_resolves(rope_scaled):
-    run, model_dir = rope_scaled
+def test_model_hf_config_asked_for_then_resolves(no_positions):
+    run, model_dir = no_positions
     refusal = _refusal(ModelConfig(path=str(run)))
-    assert "use_rope_scaling=True cannot be exported" in refusal, refusal
+    assert "lacks max_position_embeddings" in refusal, refusal
     assert "model.hf_config=DIR" in refusal and "--hf-config" not in refusal, refusal
     source = resolve_model_source(ModelConfig(path=str(run), hf_config=str(model_dir)))
     assert source is not None and source.assets == model_dir

@@ -32,3 +32,29 @@ def test_alone_it_stops_the_conversion(tmp_path):
     script.write_text(f"{GRPO} {LOW}\n")
     with pytest.raises(VerlSourceError, match=r"clip_ratio_low' must be in \[0, 1\)"):
         convert_verl(script)
+
+
+def test_no_note_says_a_refused_value_was_carried_over(tmp_path):
+    """Was: the header said "verl's actor_rollout_ref.actor.optim.lr is optim.lr=inf here"
+    and a line below "NOT carried over: actor_rollout_ref.actor.optim.lr=inf": one story."""
+    source = tmp_path / "run.yaml"
+    source.write_text(
+        "data:\n  train_files: /x.parquet\n"
+        "actor_rollout_ref:\n  actor:\n    optim:\n      lr: .inf\n      weight_decay: 0.05\n"
+    )
+    conversion = convert_verl(source)
+    assert any(
+        item.startswith("actor_rollout_ref.actor.optim.lr=inf: ") for item in conversion.dropped
+    )
+    assert not [note for note in conversion.notes if "optim.lr" in note], conversion.notes
+    # the key beside it that did carry over is still said
+    assert any("optim.weight_decay" in note for note in conversion.notes), conversion.notes
+
+
+def test_a_nan_value_is_not_said_to_hold_filled_in_references(tmp_path):
+    """NaN is unequal to itself: `.nan` was said to have had ${...} references filled in."""
+    source = tmp_path / "run.yaml"
+    source.write_text("data:\n  train_files: /x.parquet\n  max_prompt_length: .nan\n")
+    conversion = convert_verl(source)
+    assert not [note for note in conversion.notes if "references" in note], conversion.notes
+    assert any(item.startswith("data.max_prompt_length=nan") for item in conversion.dropped)
