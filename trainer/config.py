@@ -94,8 +94,9 @@ def path_values(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def _is_path(kind: Any) -> bool:
-    if typing.get_origin(kind) is Annotated:
-        return any(isinstance(check, ExpandUser) for check in typing.get_args(kind)[1:])
+    if typing.get_origin(kind) is Annotated:  # a path, or a list of paths with checks of its own
+        base, *checks = typing.get_args(kind)
+        return any(isinstance(check, ExpandUser) for check in checks) or _is_path(base)
     return any(_is_path(arg) for arg in typing.get_args(kind))
 
 
@@ -167,6 +168,8 @@ def check_lora_fields(cfg: ModelConfig) -> None:
 
 # verl's sft_trainer.yaml sets the dict keys null, meaning none (`NullIsEmpty`)
 StructFields = Annotated[list[str], NullIsEmpty()]
+# verl's SFT trainer sets `data.val_files: null`, meaning no validation files: the default
+ValFiles = Annotated[list[LocalPath], NullIsEmpty()]
 
 
 @dataclass
@@ -174,11 +177,15 @@ class DataConfig:
     """Chat data (`messages` or `prompt`/`response` columns) and how it becomes micro-batches."""
 
     train_files: list[LocalPath] = field(default_factory=list)  # parquet or jsonl
-    val_files: list[LocalPath] = field(default_factory=list)
+    val_files: ValFiles = field(default_factory=list)
     val_ratio: UnitOpen = 0.0  # without val_files: hold out this fraction of train rows
     messages_key: str = "messages"
     prompt_key: str = "prompt"
     response_key: str = "response"
+    # which columns a row's chat is read from (verl's data.multiturn.enable true / false):
+    # auto reads messages_key where a row has it, unless prompt/response keys are set
+    # (trainer/data/chat_source.py)
+    chat_columns: Literal["auto", "messages", "prompt_response"] = "auto"
     # verl's: fields to descend into when prompt_key / response_key name a struct column
     # (verl's GSM8K SFT example: extra_info with prompt_dict_keys [question], response [answer])
     prompt_dict_keys: StructFields = field(default_factory=list)
@@ -757,7 +764,7 @@ def _field_of(cls: type, dotted: str) -> tuple[Any, str, Any] | None:
 
 def _cleared(cls: type, dotted: str) -> str | None:
     """What clears `dotted` on the command line: `null` where the key may be unset, `[]` for
-    a list (null is refused there: `data.val_files=null` "expects a list of strings"); None
+    a list (null is refused there: `data.train_files=null` "expects a list of strings"); None
     where it must hold a value, or is no key of `cls` (its own error names it)."""
     found = _field_of(cls, dotted)
     if found is None:

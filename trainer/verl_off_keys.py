@@ -319,16 +319,6 @@ def _data() -> Iterator[tuple[str, Off]]:
             ("sft",),
         ),
     )
-    yield (
-        "data.multiturn.enable",
-        Off(
-            (False, True),
-            "a row's data.messages_key column is read where it has one, else data.prompt_key and"
-            " data.response_key",
-            "data.multiturn.enable is true or false",
-            ("sft",),
-        ),
-    )
     for prefix in ("data.multiturn.", "data."):
         yield (
             f"{prefix}tools_key",

@@ -237,6 +237,14 @@ def _only_off(off: Off) -> Callable[[Any], dict[str, Any]]:
     return convert
 
 
+def _multiturn(value: Any) -> dict[str, Any]:
+    """verl's switch between its SFT datasets: MultiTurnSFTDataset reads the messages
+    column, SFTDataset the prompt and response columns."""
+    if isinstance(value, bool):
+        return {"data.chat_columns": "messages" if value else "prompt_response"}
+    raise Unsupported("data.multiturn.enable is true or false")
+
+
 def _rollout_mode(value: Any) -> dict[str, Any]:
     if value in ("async", "sync"):
         return {}
@@ -725,6 +733,7 @@ RULES: dict[str, Rule] = {
         commands=("sft",),
     ),
     "data.multiturn.messages_key": Rule("data.messages_key", commands=("sft",)),
+    "data.multiturn.enable": Rule(None, convert=_multiturn, commands=("sft",)),
     # trainer
     "trainer.total_epochs": Rule("trainer.epochs"),
     "trainer.total_training_steps": Rule("trainer.total_steps"),

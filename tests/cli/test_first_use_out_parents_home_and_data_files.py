@@ -571,10 +571,10 @@ def test_a_null_where_a_value_is_needed_says_what_yaml_reads_as_null(given):
 
 
 def test_a_null_list_says_how_to_give_none():
-    """verl's scripts write `data.val_files=null`; a list takes `[]` for none, which the
-    error did not say."""
+    """`data.train_files=null`: a list takes `[]` for none, which the error did not say
+    (`data.val_files=null` is no validation files)."""
     with pytest.raises(ConfigError) as caught:
-        load_config(SFTConfig, None, ["data.val_files=null"])
+        load_config(SFTConfig, None, ["data.train_files=null"])
     assert str(caught.value).endswith("nothing after the colon); an empty list is []")
 
 

@@ -54,8 +54,10 @@ def test_given_dict_keys_are_kept():
 
 
 def test_another_lists_null_is_still_refused():
-    with pytest.raises(ConfigError, match=r"'data\.val_files' expects a list of strings, got null"):
-        load_config(SFTConfig, None, ["data.train_files=/d/t.parquet", "data.val_files=null"])
+    with pytest.raises(
+        ConfigError, match=r"'data\.train_files' expects a list of strings, got null"
+    ):
+        load_config(SFTConfig, None, ["data.train_files=null"])
 
 
 def test_a_column_key_given_a_list_of_one_names_the_column_to_write():

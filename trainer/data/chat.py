@@ -199,14 +199,17 @@ class ChatColumns:
     response: str = "response"
     prompt_fields: tuple[str, ...] = ()
     response_fields: tuple[str, ...] = ()
+    # `messages` or `prompt_response`: only those columns; `auto`: messages where a row has
+    # them (trainer/data/chat_source.py)
+    source: str = "auto"
 
 
 def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
     _refuse_template_arguments(row)
-    if _has_messages(row, columns):
+    if _reads_messages(row, columns) and row.get(columns.messages) is not None:
         messages = checked_turns(row[columns.messages], tool_calls_without_content=True)
-    elif columns.prompt in row and columns.response in row:
+    elif columns.source != "messages" and columns.prompt in row and columns.response in row:
         prompt, prompt_at = _field(row, columns.prompt, columns.prompt_fields)
         turns = (
             checked_turns(prompt, tool_calls_without_content=True)
@@ -216,25 +219,39 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         response, response_at = _field(row, columns.response, columns.response_fields)
         content = _text(response, response_at, "response")
         messages = turns + [{"role": "assistant", "content": content}]
-    elif columns.messages in row:  # the column is there: this row's cell is empty
+    elif columns.messages in row and columns.source != "prompt_response":  # an empty cell
         raise ChatFormatError(
             f"the '{columns.messages}' cell is null (empty): no chat turns to train on"
         )
     else:
-        found = ", ".join(map(str, list(row)[:8])) or "none"
-        raise ChatFormatError(
-            f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}'"
-            f" columns (found: {found}){sft_keys_hint(row)}{table_kind_hint(row, 'sft')}"
-        )
+        raise NoChatColumns(no_chat_columns(row, columns))
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")
     return messages
 
 
-def _has_messages(row: dict[str, Any], columns: ChatColumns) -> bool:
-    """Whether the row's chat is its messages column (with a value), not its prompt and
-    response columns."""
-    return row.get(columns.messages) is not None
+class NoChatColumns(ChatFormatError):
+    """A row has none of the columns its chat is read from. Rows hold only the columns the
+    run reads (`read_rows_with_origins`): the caller says it again of the whole row
+    (`no_chat_columns`), which names the columns there are and what reads them."""
+
+
+def no_chat_columns(row: dict[str, Any], columns: ChatColumns) -> str:
+    """Why `row`, holding none of `columns`, has no chat: the columns it has and the keys or
+    command that read such a table."""
+    found = ", ".join(map(str, list(row)[:8])) or "none"
+    return (
+        f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}'"
+        f" columns (found: {found}){sft_keys_hint(row)}{table_kind_hint(row, 'sft')}"
+    )
+
+
+def _reads_messages(row: dict[str, Any], columns: ChatColumns) -> bool:
+    """Whether the row's chat is its messages column, not its prompt and response columns:
+    as `columns.source` says, else where the row's messages cell has a value."""
+    if columns.source == "auto":
+        return row.get(columns.messages) is not None
+    return columns.source == "messages"
 
 
 # Columns verl's MultiTurnSFTDataset passes to the chat template with the row's turns
@@ -556,7 +573,7 @@ def tokenize_sft_row(
     from such a row: a `messages` row as its MultiTurnSFTDataset does (`tokenize_chat`), a
     prompt/response row as its SFTDataset does (`tokenize_prompt_response`)."""
     messages = messages_of(row, columns)
-    if _has_messages(row, columns):
+    if _reads_messages(row, columns):
         return messages, tokenize_chat(tokenizer, messages, limit)
     *prompt, response = messages
     return messages, tokenize_prompt_response(tokenizer, prompt, response["content"], limit)

@@ -37,7 +37,6 @@ from mfsdp_ckpt.storage.unique_json import (
     too_many_containers,
 )
 from trainer.data.json_errors import json_error_words
-from trainer.env_ints import process_rank
 
 log = logging.getLogger(__name__)  # tables published, then the interrupt: one line
 
@@ -118,11 +117,33 @@ class RowOrigins:
     lines: tuple[tuple[int, ...] | None, ...]  # each file's row lines; None: not read by line
 
     def __call__(self, index: int) -> str:
-        file = bisect.bisect_right(self.starts, index) - 1
-        local, lines = index - self.starts[file], self.lines[file]
+        file, local = self._place(index)
+        lines = self.lines[file]
         if lines is None:
             return row_in_table(self.files[file], local)
         return f"{self.files[file]}:{lines[local]}"
+
+    def _place(self, index: int) -> tuple[int, int]:
+        """(the file row `index` came from, its index among that file's rows)."""
+        file = bisect.bisect_right(self.starts, index) - 1
+        return file, index - self.starts[file]
+
+    def whole_row(self, index: int, read: dict[str, Any]) -> dict[str, Any]:
+        """Row `index` with every column its file has, read again from the file: rows are
+        read through the caller's columns only (`read_rows_with_origins`), and an error
+        about a column a row lacks names what the row holds instead and what reads such a
+        table (`table_kinds`). Read alone: its line, its parquet row group, or its .json.
+        The row as `read` where the whole is refused (an unread column past the budget)."""
+        file, local = self._place(index)
+        path, lines = Path(self.files[file]), self.lines[file]
+        try:
+            if lines is not None:
+                return _read_jsonl(path, None, only_line=lines[local])[0][0]
+            if path.suffix.lower() == ".parquet":
+                return _read_parquet(path, None, only_row=local)[0]
+            return _read_json(path, None)[0][local]
+        except DataFileError:
+            return read
 
 
 def read_rows_with_origins(
@@ -131,8 +152,10 @@ def read_rows_with_origins(
     """All rows of the given files, in order, and where each row came from: `.parquet`,
     `.jsonl` (one object per line) or `.json` (an array of objects, one object, or one per
     line). A file holding no rows is refused (EmptyTableError), naming it. `read` names the
-    columns the caller reads (None: all of them): a parquet column outside them whose
-    values have no Python form is left out of the rows (`_Columns`)."""
+    columns the caller reads (None: all of them), and a row holds only those: a parquet
+    file's other columns are never decoded (nor counted against its decoding budget), a
+    JSON row's other keys are dropped as it is parsed. A column the run never reads (images,
+    raw pages) cost memory for the whole run and could refuse a valid file as too big."""
     rows: list[dict[str, Any]] = []
     files, starts, lines = [], [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
@@ -181,8 +204,8 @@ def _read_one(path: Path, read: Collection[str] | None = None) -> Rows:
         if suffix == ".parquet":
             return _read_parquet(path, read), None
         if suffix == ".jsonl":
-            return _read_jsonl(path)
-        return _read_json(path)
+            return _read_jsonl(path, read)
+        return _read_json(path, read)
     except Exception as err:
         if memory_failure(err) is None:
             raise
@@ -242,11 +265,14 @@ def _run_log(directory: Path, name: str) -> bool:
     )
 
 
-def _read_parquet(path: Path, read: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of a parquet file, read through a descriptor opened here: pyarrow given a
-    path parses it as a URI, which fails on a name that is not UTF-8 and reads a name with
-    a scheme (`s3:...`) somewhere else. A file of 0 bytes holds no rows, as an empty .jsonl
-    does (no parquet writer makes one: a file created and never written)."""
+def _read_parquet(
+    path: Path, read: Collection[str] | None = None, only_row: int | None = None
+) -> list[dict[str, Any]]:
+    """The rows of a parquet file (their columns in `read`, None: all), read through a
+    descriptor opened here: pyarrow given a path parses it as a URI, which fails on a name
+    that is not UTF-8 and reads a name with a scheme (`s3:...`) somewhere else. A file of 0
+    bytes holds no rows, as an empty .jsonl does (no parquet writer makes one: a file
+    created and never written). `only_row`: that row alone (0-based), one row group read."""
     try:
         handle = os.fdopen(safe_files.open_regular(path), "rb")
     except CheckpointFileError as err:
@@ -257,7 +283,7 @@ def _read_parquet(path: Path, read: Collection[str] | None = None) -> list[dict[
             return []
         budget = max(DECODED_FLOOR, DECODED_PER_FILE_BYTE * size)
         try:
-            return _bounded_rows(path, handle, budget, _Columns(path, read))
+            return _bounded_rows(path, handle, budget, read, only_row)
         except DataFileError:
             raise
         except Exception as err:  # pyarrow raises several types for a broken file
@@ -265,10 +291,19 @@ def _read_parquet(path: Path, read: Collection[str] | None = None) -> list[dict[
             raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
 
 
-def _bounded_rows(path: Path, handle: Any, budget: int, columns: _Columns) -> list[dict[str, Any]]:
-    """The file's rows, refused once decoding them would pass `budget` bytes, or one row
-    MAX_ROW_BYTES. Every text column (nested ones too) is measured read as a dictionary, so a
-    value repeated a million times is held once until it is known to fit.
+def _bounded_rows(
+    path: Path,
+    handle: Any,
+    budget: int,
+    read: Collection[str] | None,
+    only_row: int | None = None,
+) -> list[dict[str, Any]]:
+    """The file's rows, made of its columns in `read` (None: all), refused once decoding
+    them would pass `budget` bytes, or one row MAX_ROW_BYTES. Only those columns are decoded
+    and measured (`columns=`: pyarrow reads no page of another), so a column the run never
+    reads costs neither memory nor budget. Every text column (nested ones too) is measured
+    read as a dictionary, so a value repeated a million times is held once until it is known
+    to fit. `only_row`: that row alone, from its row group alone.
 
     Read one row group at a time: pyarrow cannot return a nested dictionary column for a
     batch crossing row groups (each group has its own dictionary), and a file written by
@@ -281,92 +316,102 @@ def _bounded_rows(path: Path, handle: Any, budget: int, columns: _Columns) -> li
     import pyarrow.parquet as pq
 
     footer = pq.ParquetFile(handle).metadata
-    counts = collections.Counter(footer.schema.to_arrow_schema().names)
+    names = footer.schema.to_arrow_schema().names
+    counts = collections.Counter(names)
     twice = next((name for name, count in counts.items() if count > 1), None)
     if twice is not None:  # a row is a dict: it kept the last of them, without a word
         raise DataFileError(f"{path}: column {twice!r} appears {counts[twice]} times")
-    _refuse_long_row_groups(path, footer)
+    chosen = names if read is None else [name for name in names if name in read]
+    leaves = _leaves_of(footer, chosen)
+    _refuse_long_row_groups(path, footer, leaves)
+    groups, start = _row_groups(footer, only_row)
     measure = _DecodeBudget(path, budget)
     pages = sum(
-        footer.row_group(group).column(column).total_uncompressed_size
-        for group in range(footer.num_row_groups)
-        for column in range(footer.num_columns)
+        footer.row_group(group).column(leaf).total_uncompressed_size
+        for group in groups
+        for leaf in leaves
     )
     if pages > budget:
         raise measure.too_big(pages)
-    texts = [leaf.path for leaf in footer.schema if leaf.physical_type == "BYTE_ARRAY"]
+    texts = [
+        footer.schema.column(leaf).path
+        for leaf in leaves
+        if footer.schema.column(leaf).physical_type == "BYTE_ARRAY"
+    ]
     handle.seek(0)
     dictionaries = pq.ParquetFile(handle, read_dictionary=texts)
     plain = pq.ParquetFile(handle)
     rows: list[dict[str, Any]] = []
-    for group in range(footer.num_row_groups):
+    for group in groups:
         if footer.row_group(group).num_rows <= _BATCH_ROWS:
-            for batch in dictionaries.iter_batches(_BATCH_ROWS, row_groups=[group]):
-                measure.batch(batch, first_row=len(rows))
-                rows += columns.rows(batch)
+            for batch in dictionaries.iter_batches(_BATCH_ROWS, row_groups=[group], columns=chosen):
+                measure.batch(batch, first_row=start + len(rows))
+                rows += _rows_of(path, batch)
             continue
-        measure.table(dictionaries.read_row_group(group), first_row=len(rows))
+        measure.table(
+            dictionaries.read_row_group(group, columns=chosen), first_row=start + len(rows)
+        )
         pa.default_memory_pool().release_unused()  # the dictionaries' memory, for the rows
-        for batch in plain.iter_batches(_BATCH_ROWS, row_groups=[group]):
-            rows += columns.rows(batch)
-    columns.note_left_out()
-    return rows
+        for batch in plain.iter_batches(_BATCH_ROWS, row_groups=[group], columns=chosen):
+            rows += _rows_of(path, batch)
+    return rows if only_row is None else [rows[only_row - start]]
 
 
-class _Columns:
-    """Makes a parquet file's rows column by column: a column pyarrow cannot make Python
-    values of (a nanosecond timestamp that is not a whole microsecond, the default
-    timestamp of pandas' `to_parquet`: pyarrow's error said the file was unreadable and to
-    install pandas) is refused naming the column where the caller reads it (`read`, None:
-    every column), else left out of the rows with a note naming it."""
+def _leaves_of(footer: Any, names: list[str]) -> list[int]:
+    """The footer's columns (leaves: a struct or list column is stored as one per field)
+    of the top-level columns `names`. A leaf's path is its column's name and fields joined
+    by dots; a name holding a dot may take another column's leaves too, which only counts
+    more against the budget, never less."""
+    return [
+        leaf
+        for leaf in range(footer.num_columns)
+        if any(
+            path == name or path.startswith(f"{name}.")
+            for path in [footer.schema.column(leaf).path]
+            for name in names
+        )
+    ]
 
-    def __init__(self, path: Path, read: Collection[str] | None) -> None:
-        self.path, self.read = path, read
-        self.left_out: dict[str, str] = {}  # column -> why
 
-    def rows(self, batch: Any) -> list[dict[str, Any]]:
-        """The rows of a measured `batch`, made from plain arrays: faster than from
-        dictionary ones, which a column stored as a dictionary type is read as even when
-        not asked to."""
-        plain = batch.cast(_without_dictionaries(batch.schema))
-        values = {}
-        for field, column in zip(plain.schema, plain.columns, strict=True):
-            if field.name not in self.left_out:
-                found = self._values(field, column)
-                if found is not None:
-                    values[field.name] = found
-        if not values:  # every column left out
-            return [{} for _ in range(plain.num_rows)]
-        names = list(values)
-        return [dict(zip(names, cells, strict=True)) for cells in zip(*values.values())]
+def _row_groups(footer: Any, only_row: int | None) -> tuple[list[int], int]:
+    """(the row groups to read, the file's index of their first row): every group, or the
+    one holding row `only_row`."""
+    if only_row is None:
+        return list(range(footer.num_row_groups)), 0
+    start = 0
+    for group in range(footer.num_row_groups):
+        rows = footer.row_group(group).num_rows
+        if only_row < start + rows:
+            return [group], start
+        start += rows
+    raise IndexError(f"row {only_row} is past the file's {start} rows")
 
-    def _values(self, field: Any, column: Any) -> list[Any] | None:
-        """`column`'s Python values; None (noted) for a column the caller does not read
-        that has none."""
-        try:
-            return column.to_pylist()
-        except (ValueError, TypeError, NotImplementedError) as err:
-            why = str(err).split(". Install pandas")[0].rstrip(".")  # pyarrow's advice: no fix
-            if self.read is None or field.name in self.read:
-                raise DataFileError(
-                    f"{self.path}: column {field.name!r} ({field.type}) holds values Python"
-                    f" cannot hold ({why}); store them another way (a timestamp in"
-                    " microseconds, or as text)"
-                ) from None
-            self.left_out[field.name] = f"{field.type}: {why}"
-            return None
 
-    def note_left_out(self) -> None:
-        """One note per column left out of the file's rows (by rank 0: each rank reads
-        the same files)."""
-        for name, why in self.left_out.items() if process_rank() == 0 else ():
-            logging.getLogger("mfsdp.data").warning(
-                "note: %s: column %r left out, a column the run does not read whose values"
-                " Python cannot hold (%s)",
-                self.path,
-                name,
-                why,
-            )
+def _rows_of(path: Path, batch: Any) -> list[dict[str, Any]]:
+    """The rows of a measured `batch`, made from plain arrays: faster than from dictionary
+    ones, which a column stored as a dictionary type is read as even when not asked to."""
+    if not batch.num_columns:  # none of the columns read is in the file
+        return [{} for _ in range(batch.num_rows)]
+    plain = batch.cast(_without_dictionaries(batch.schema))
+    values = [_values(path, field, column) for field, column in zip(plain.schema, plain.columns)]
+    names = plain.schema.names
+    return [dict(zip(names, cells, strict=True)) for cells in zip(*values, strict=True)]
+
+
+def _values(path: Path, field: Any, column: Any) -> list[Any]:
+    """`column`'s Python values. A column pyarrow cannot make them of (a nanosecond timestamp
+    that is not a whole microsecond, the default timestamp of pandas' `to_parquet`) is
+    refused naming it: pyarrow's error said the file was unreadable and to install pandas.
+    Only the columns the run reads are made values, so no other is refused."""
+    try:
+        return column.to_pylist()
+    except (ValueError, TypeError, NotImplementedError) as err:
+        why = str(err).split(". Install pandas")[0].rstrip(".")  # pyarrow's advice: no fix
+        raise DataFileError(
+            f"{path}: column {field.name!r} ({field.type}) holds values Python"
+            f" cannot hold ({why}); store them another way (a timestamp in"
+            " microseconds, or as text)"
+        ) from None
 
 
 class _DecodeBudget:
@@ -400,19 +445,20 @@ class _DecodeBudget:
             first_row += batch.num_rows
 
 
-def _refuse_long_row_groups(path: Path, footer: Any) -> None:
+def _refuse_long_row_groups(path: Path, footer: Any, leaves: list[int]) -> None:
     """Refuse, from the footer and before any page is read, a row group whose uncompressed
-    data is more than MAX_ROW_BYTES a row: at least one of its rows is (the average row is).
-    One row of hundreds of MiB compresses to a few MB; decoding its page alone takes its
-    size, twice over."""
+    data in the columns read (`leaves`) is more than MAX_ROW_BYTES a row: at least one of
+    its rows is (the average row is). One row of hundreds of MiB compresses to a few MB;
+    decoding its page alone takes its size, twice over."""
     first = 0
     for group in range(footer.num_row_groups):
         meta = footer.row_group(group)
-        if meta.num_rows and meta.total_byte_size > MAX_ROW_BYTES * meta.num_rows:
+        size = sum(meta.column(leaf).total_uncompressed_size for leaf in leaves)
+        if meta.num_rows and size > MAX_ROW_BYTES * meta.num_rows:
             if meta.num_rows == 1:
                 raise DataFileError(f"{row_in_table(path, first)}: {_LONG_ROW}")
             raise DataFileError(
-                f"{path} rows {first + 1}-{first + meta.num_rows}: {meta.total_byte_size}"
+                f"{path} rows {first + 1}-{first + meta.num_rows}: {size}"
                 f" bytes uncompressed, more than {MAX_ROW_BYTES} a row on average; no row of a"
                 " table is that long"
             )
@@ -496,13 +542,14 @@ def _decoded_bytes(array: Any) -> int:
     return int(array.nbytes)
 
 
-def _read_json(path: Path) -> Rows:
+def _read_json(path: Path, read: Collection[str] | None) -> Rows:
     """A `.json` file: one document, an array of objects (what pandas' `to_json(orient=
     "records")` and `json.dump(rows)` write) or a single object (one MATH problem file, often
     pretty-printed); else one object per line, as a `.jsonl` (datasets' `to_json` writes
     lines under this name). Read line by line, the first two were "line 1: not valid JSON".
     A file past MAX_JSONL_LINE_BYTES is read as lines only (each bounded), so a huge or sparse
-    file is never read whole; an array that large is refused, naming .jsonl."""
+    file is never read whole; an array that large is refused, naming .jsonl. A row keeps
+    only its keys in `read` (None: all)."""
     with open(path, "rb") as handle:
         raw = handle.read(MAX_JSONL_LINE_BYTES + 1)
     if len(raw) > MAX_JSONL_LINE_BYTES:
@@ -511,16 +558,16 @@ def _read_json(path: Path) -> Rows:
                 f"{path}: a JSON array of more than {MAX_JSONL_LINE_BYTES} bytes; write its"
                 " rows one object per line (.jsonl)"
             )
-        return _read_jsonl(path)
+        return _read_jsonl(path, read)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return _read_jsonl(path)  # names the line holding the bad bytes
+        return _read_jsonl(path, read)  # names the line holding the bad bytes
     crowded = too_many_containers(text, MAX_ROW_CONTAINERS, "one .json document")
     if crowded is not None:
         if text.lstrip().startswith("["):
             raise DataFileError(f"{path}: {crowded}; write its rows one object per line (.jsonl)")
-        return _read_jsonl(path)  # one object per line, each bounded alike
+        return _read_jsonl(path, read)  # one object per line, each bounded alike
     try:
         document = loads_unique(text)
     except DuplicateKeyError as err:
@@ -528,7 +575,7 @@ def _read_json(path: Path) -> Rows:
     except json.JSONDecodeError as err:
         if text.lstrip().startswith("["):  # an array cut short or broken: not lines
             raise DataFileError(f"{path}: not valid JSON ({json_error_words(err, text)})") from err
-        return _read_jsonl(path)
+        return _read_jsonl(path, read)
     except NestingError:  # before ValueError, which it is: no integer line to name
         raise DataFileError(f"{path}: JSON nested too deeply") from None
     except ValueError as err:  # an integer past Python's digit limit, which json cannot place
@@ -536,15 +583,22 @@ def _read_json(path: Path) -> Rows:
         raise DataFileError(f"{where}: not valid JSON ({json_problem(err)})") from None
     rows = document if isinstance(document, list) else [document]
     escaped = _SURROGATE_ESCAPE.search(text) is not None
+    del raw, document, text  # each row's unread keys go with it, below
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise DataFileError(
                 f"{row_in_table(path, index)}: not a JSON object ({type(row).__name__});"
                 " expected an array of objects, one object, or one per line"
             )
+        rows[index] = row = _kept(row, read)
         if escaped:
             _refuse_lone_surrogate(row, row_in_table(path, index))
     return rows, None
+
+
+def _kept(row: dict[str, Any], read: Collection[str] | None) -> dict[str, Any]:
+    """`row` with only its keys in `read` (None: all of them)."""
+    return row if read is None else {key: value for key, value in row.items() if key in read}
 
 
 def _huge_integer_line(text: str) -> int:
@@ -567,9 +621,10 @@ def _refuse_lone_surrogate(row: dict[str, Any], where: str) -> None:
         )
 
 
-def _read_jsonl(path: Path) -> Rows:
-    """One JSON object per line, and the line of each; lines are decoded one by one so bad
-    bytes name their line.
+def _read_jsonl(path: Path, read: Collection[str] | None, only_line: int | None = None) -> Rows:
+    """One JSON object per line, each keeping its keys in `read` (None: all), and the line
+    of each; lines are decoded one by one so bad bytes name their line. `only_line`: the
+    row of that line (1-based) alone, the others not parsed.
     A key given twice in an object is refused (Python's json keeps the last silently). A
     UTF-8 byte order mark opening the file (Windows editors and PowerShell write one) is no
     content and is skipped, as `utf-8-sig` would; Python's json refuses it."""
@@ -590,7 +645,7 @@ def _read_jsonl(path: Path) -> Rows:
                 raise DataFileError(
                     f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)"
                 ) from None
-            if not line.strip():
+            if not line.strip() or only_line not in (None, number):
                 continue
             try:
                 row = loads_unique(line)
@@ -608,6 +663,7 @@ def _read_jsonl(path: Path) -> Rows:
                 ) from None
             if not isinstance(row, dict):
                 raise DataFileError(f"{path}:{number}: expected a JSON object per line")
+            row = _kept(row, read)
             if _SURROGATE_ESCAPE.search(line):
                 _refuse_lone_surrogate(row, f"{path}:{number}")
             rows.append(row)

@@ -14,12 +14,15 @@ from trainer.data.chat import (
     ChatColumns,
     ChatFormatError,
     Example,
+    NoChatColumns,
+    no_chat_columns,
     row_limit,
     tokenize_sft_row,
     truncate,
     turn_keys_texts,
     turn_texts,
 )
+from trainer.data.chat_source import chat_keys, chat_source, say_which_trains
 from trainer.data.files import RowOrigins, read_rows_with_origins
 from trainer.data.verl_turns import MASKED, UNTRAINED
 from trainer.env_ints import process_rank
@@ -35,14 +38,18 @@ def tokenize_rows(
     where: Callable[[int], str],
     progress: bool,
     desc: str = "tokenize",
+    whole_row: Callable[[int], dict[str, Any]] | None = None,
 ) -> list[Example]:
-    """Each row as a training example; `where(i)` names row i in errors (its file and row)."""
+    """Each row as a training example; `where(i)` names row i in errors (its file and row),
+    `whole_row(i)` gives it with every column of its file, for the error of a row with no
+    chat columns (`NoChatColumns`), when `rows` hold only the columns read."""
     columns = ChatColumns(
         cfg.messages_key,
         cfg.prompt_key,
         cfg.response_key,
         tuple(cfg.prompt_dict_keys),
         tuple(cfg.response_dict_keys),
+        chat_source(cfg),
     )
     examples, untrained, unlike_verl = [], [], []
     limit = row_limit(
@@ -55,6 +62,9 @@ def tokenize_rows(
     for index, row in enumerate(item_bar(rows, desc, progress)):
         try:
             messages, example = tokenize_sft_row(tokenizer, row, columns, limit)
+        except NoChatColumns as err:
+            said = str(err) if whole_row is None else no_chat_columns(whole_row(index), columns)
+            raise ChatFormatError(f"{where(index)}: {said}") from None
         except ChatFormatError as err:
             raise ChatFormatError(f"{where(index)}: {err}") from None
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
@@ -152,8 +162,8 @@ def load_sft_splits(
     hold-out. Errors name a row by its file and its row there, wherever the split put it."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
-    # the columns a row is read through (others Python cannot hold are left out: files.py)
-    read = (cfg.messages_key, cfg.prompt_key, cfg.response_key, *TEMPLATE_COLUMNS)
+    # the columns a row is read through: no other is decoded (files.py)
+    read = (*chat_keys(cfg), *TEMPLATE_COLUMNS)
     rows, origins = read_rows_with_origins(cfg.train_files, read)
     train_at: Sequence[int] = range(len(rows))
     if cfg.val_files:
@@ -169,10 +179,20 @@ def load_sft_splits(
     else:
         val_rows, val_origins, val_at = [], origins, []
 
+    say_which_trains(cfg, [(rows, origins), (val_rows if cfg.val_files else [], val_origins)])
+
     def tokenize_at(table: list, at: Sequence[int], where: RowOrigins, label: str) -> list:
         """The rows of `table` at `at`, each named in errors by its place in its file."""
         rows_at = [table[i] for i in at]
-        return tokenize_rows(rows_at, cfg, tokenizer, lambda i: where(at[i]), progress, label)
+        return tokenize_rows(
+            rows_at,
+            cfg,
+            tokenizer,
+            lambda i: where(at[i]),
+            progress,
+            label,
+            lambda i: where.whole_row(at[i], rows_at[i]),
+        )
 
     train = tokenize_at(rows, train_at, origins, f"tokenize {','.join(cfg.train_files)}")
     label = f"tokenize {','.join(cfg.val_files) or 'validation split'}"

@@ -25,6 +25,7 @@ from trainer.config import (
     Scheduler,
     TrainerConfig,
     UnitPositive,
+    ValFiles,
 )
 from trainer.grpo.aggregation import LossAggMode, LossNormalization
 from trainer.grpo.kl import KlLossType
@@ -56,7 +57,7 @@ class RLDataConfig:
     `reward_model.ground_truth`."""
 
     train_files: list[LocalPath] = field(default_factory=list)
-    val_files: list[LocalPath] = field(default_factory=list)
+    val_files: ValFiles = field(default_factory=list)
     prompt_key: str = "prompt"
     max_prompt_length: Positive[int] = 512
     filter_overlong_prompts: bool = True  # False: a prompt over max_prompt_length is an error

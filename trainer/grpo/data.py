@@ -151,8 +151,8 @@ def load_rl_prompts(
     """(prompts, number of rows dropped for being longer than data.max_prompt_length).
     `custom_reward`: a `reward.path` function scores the rows, which may take a ground truth
     the built-in rules cannot (a list, a dict)."""
-    # the columns a row is read through, those verl's RLHFDataset and reward manager read
-    # (others whose values Python cannot hold are left out with a note, as SFT's: files.py)
+    # the columns a row is read through, those verl's RLHFDataset and reward manager read:
+    # no other is decoded (files.py)
     read = (cfg.prompt_key, *RL_COLUMNS)
     rows, origins = read_rows_with_origins(files, read)
     rows = rows[:limit]
@@ -164,10 +164,11 @@ def load_rl_prompts(
     label = ",".join(files)
     for index, row in enumerate(item_bar(rows, f"tokenize {label}", progress)):
         where = origins(index)
-        if cfg.prompt_key not in row:
+        if cfg.prompt_key not in row:  # named with the columns it has, not those read
+            whole = origins.whole_row(index, row)
             raise RLDataError(
-                f"{where}: no '{cfg.prompt_key}' column (found {sorted(row)})"
-                f"{table_kind_hint(row, 'grpo')}"
+                f"{where}: no '{cfg.prompt_key}' column (found {sorted(whole)})"
+                f"{table_kind_hint(whole, 'grpo')}"
             )
         reward_model = row.get("reward_model") or {}
         if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
