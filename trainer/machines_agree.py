@@ -8,6 +8,12 @@ disk left rank 0 committing checkpoints whose other ranks' files it did not hold
 refused here, before any step, on every rank, in one line (exit 2) that names each machine
 by the `--node-rank` it was launched with and its host (`trainer.node_rank`): the user
 started machines by `--node-rank`, and torchrun's own numbering of them is not that.
+
+One config can still name other contents on each machine: a path is read on every machine
+(a relative one from its working dir), and a stale copy of the data on one node trained
+each rank on other rows with exit 0, or hung where the row counts gave another number of
+steps. So once the files are read, what each machine read through a key (its rows, its
+tokenizer, its model config: `trainer.machines_read`) is compared too (`check_same_reads`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import hashlib
 import json
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +50,16 @@ def check_machines_agree(cfg: Any) -> None:
     for a run of one rank."""
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return
-    machines = env_int("LOCAL_WORLD_SIZE", 1, minimum=1) < dist.get_world_size()
     check_same_config(config_to_dict(cfg))
-    if machines:
+    if on_several_machines():
         check_shared_run_dir(Path(cfg.trainer.run_dir))
+
+
+def on_several_machines() -> bool:
+    """Whether this run's ranks run on more than one machine (fewer here than in all)."""
+    if not dist.is_initialized():
+        return False
+    return env_int("LOCAL_WORLD_SIZE", 1, minimum=1) < dist.get_world_size()
 
 
 def check_same_config(config: Mapping[str, Any]) -> None:
@@ -69,6 +82,40 @@ def check_same_config(config: Mapping[str, Any]) -> None:
         f"{key}: the machines of this run were given different configs ({cut_to(where, 400)});"
         " give every machine the same config file and overrides"
     )
+
+
+@dataclass(frozen=True)
+class Read:
+    """What this rank read through one config key (`key`: data.train_files), for
+    `check_same_reads`: `what` it is, plural (data, tokenizers), and `value`, as a line
+    shows this rank's (`100 rows (digest 3f1e2d0c9b8a)`): equal wherever the contents are."""
+
+    key: str
+    what: str
+    value: str
+
+
+def check_same_reads(reads: Sequence[Read]) -> None:
+    """One all_gather of every rank's `reads` (the same keys, in the same order, on every
+    rank); the first key whose value differs between ranks is refused, naming each machine
+    and what it read. Every rank raises alike."""
+    every = _gathered(([read.value for read in reads], _machine()))
+    machines = [machine for _, machine in every]
+    for index, read in enumerate(reads):
+        held: dict[str, list[int]] = {}
+        for rank, (values, _) in enumerate(every):
+            held.setdefault(values[index], []).append(rank)
+        if len(held) == 1:
+            continue
+        where = "; ".join(
+            f"{machine_names(ranks, machines)} read {value}" for value, ranks in held.items()
+        )
+        raise MachinesDisagreeError(
+            f"{read.key}: the machines of this run read different {read.what} through it"
+            f" ({cut_to(where, 400)}); each machine reads the path itself (a relative one from"
+            " its working dir): give every machine the same files, or put them on storage"
+            " every machine sees"
+        )
 
 
 def check_shared_run_dir(run_dir: Path) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mfsdp_ckpt.check.removed_while_read import removal_of
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
@@ -155,6 +155,33 @@ def rows_digest(rows: Iterable[Sequence[RowPart]]) -> int:
             digest.update(data)
         digest.update(b"\xff" * 8)  # end of row: (a, b)(c) differs from (a)(b, c)
     return int.from_bytes(digest.digest(), "little")
+
+
+class PromptedRow(Protocol):
+    """A training row with its prompt's turns as the data file holds them (SFT's and GRPO's)."""
+
+    @property
+    def prompt(self) -> tuple[str, ...]: ...
+
+    @property
+    def prompt_keys(self) -> tuple[str, ...]: ...
+
+
+Row = TypeVar("Row", bound=PromptedRow)
+
+
+def rows_digests(
+    rows: Sequence[Row], parts: Callable[[Row], Sequence[RowPart]]
+) -> tuple[int, int, int]:
+    """What a run's trainer state records of its rows (`new_progress`: ROWS_DIGEST,
+    PROMPTS_DIGEST, PROMPT_KEYS_DIGEST), and the machines of a run compare
+    (`trainer.machines_read`): each row's `parts` (what it trains on), its prompt's turns and
+    those turns' other keys."""
+    return (
+        rows_digest(parts(row) for row in rows),
+        rows_digest(row.prompt for row in rows),
+        rows_digest(row.prompt_keys for row in rows),
+    )
 
 
 ManifestCheck = Callable[[Manifest | None, CheckpointPaths], None]

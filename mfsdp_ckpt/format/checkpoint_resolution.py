@@ -30,6 +30,7 @@ from mfsdp_ckpt.format.foreign_formats import (
     refuse_weights_without_config,
 )
 from mfsdp_ckpt.format.layout import (
+    BARE_DCP,
     BRIDGE_TRACKER_FILE,
     DEFAULT_ROLE,
     DIST_CKPT_DIR,
@@ -62,6 +63,7 @@ from mfsdp_ckpt.format.layout import (
     step_dir,
 )
 from mfsdp_ckpt.format.left_step_names import refuse_left_step
+from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 from mfsdp_ckpt.format.newer_steps import newer_than_tracked
 from mfsdp_ckpt.format.path_refusals import (
     check_is_dir,
@@ -191,13 +193,13 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     names = children(given)
     refuse_foreign_format(given, names)
     if is_dcp(given):
-        return from_dcp_dir(given, role)
+        return _unread_manifest_noted(from_dcp_dir(given, role))
     if ITER_DIR_RE.match(given.name):  # Megatron saves its DCP files into iter_N/ itself
         raise missing_dcp(given)
     if VERL_CONTENTS_FILE in names and DIST_CKPT_DIR in names and VERL_MODEL_DIR in names:
         return _from_migrated_role_dir(given, role)
     if DIST_CKPT_DIR in names and is_dcp(given / DIST_CKPT_DIR):
-        return from_dcp_dir(given / DIST_CKPT_DIR, role)
+        return _unread_manifest_noted(from_dcp_dir(given / DIST_CKPT_DIR, role))
     if given.name == DIST_CKPT_DIR or (
         DIST_CKPT_DIR in names and is_dir(given / DIST_CKPT_DIR) and not _holds_roles(given)
     ):
@@ -232,6 +234,28 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     if _depth == 0:
         return _from_parent_of_runs(given, names, role)
     raise not_a_checkpoint(given)
+
+
+def _unread_manifest_noted(paths: CheckpointPaths) -> CheckpointPaths:
+    """`paths` with a note where they are a bare `dist_ckpt/` beside a manifest.json that
+    could not be read (a step of ours copied under a name that is no step's, `best/`, its
+    manifest damaged or written by a newer mfsdp): the checkpoint is read without it, and
+    "no manifest" alone hid that one is there, and why it went unread."""
+    manifest = paths.dist_ckpt.parent / MANIFEST_FILE
+    if paths.kind != BARE_DCP or paths.dist_ckpt.name != DIST_CKPT_DIR:
+        return paths
+    if not os.path.lexists(manifest):  # a bare dist_ckpt indeed
+        return paths
+    try:
+        read_manifest(manifest)
+    except (ManifestError, OSError, ValueError) as err:
+        why = str(err).removeprefix(f"{manifest}: ")
+        return noted(
+            paths,
+            f"{manifest} is there but unreadable ({why}), so {paths.dist_ckpt} is read as"
+            " a bare dist_ckpt without it: its file hashes are not checked",
+        )
+    return paths
 
 
 def _holds_roles(directory: Path) -> bool:

@@ -51,6 +51,12 @@ class FileRecordError(MfsdpFailedError, ValueError):
     """A manifest's file record is malformed (the caller names the manifest and the file)."""
 
 
+class NewerRecordError(FileRecordError):
+    """A file record holds a field this mfsdp does not know: a digest a newer mfsdp records,
+    say. Not damage by itself (the manifest that holds it decides: `manifest._newer`), but
+    nothing this mfsdp can check."""
+
+
 @dataclass(frozen=True)
 class FileRecord:
     """A file's size and its digest under `algorithm` (a key of ALGORITHMS). Two records are
@@ -67,7 +73,8 @@ class FileRecord:
     @classmethod
     def from_json(cls, record: Any) -> FileRecord:
         """Parse {"size": n, "<algorithm>": "<hex>"}: a size and exactly one known digest
-        field, nothing else. Raises FileRecordError saying which field is wrong."""
+        field, nothing else. Raises FileRecordError saying which field is wrong
+        (NewerRecordError for a field this mfsdp does not know)."""
         if not isinstance(record, dict):
             raise FileRecordError("is not an object")
         size = record.get("size")
@@ -75,8 +82,9 @@ class FileRecord:
             raise FileRecordError("needs a size (a count of bytes)")
         unknown = sorted(str(key) for key in record if key != "size" and key not in ALGORITHMS)
         if unknown:
-            raise FileRecordError(
-                f"has unknown field {cut_to(repr(unknown[0]), 40)} (digests: {_known()})"
+            raise NewerRecordError(
+                f"has field {cut_to(repr(unknown[0]), 40)}, unknown to this mfsdp, whose"
+                f" digests are {_known()}"
             )
         given = [name for name in ALGORITHMS if name in record]
         if len(given) != 1:

@@ -7,6 +7,12 @@ contents) to explain a checkpoint years later without the code that wrote it. It
 are covered by a digest of themselves (`manifest_digest.py`), and every field a reader uses
 is checked for its JSON type as the manifest is parsed, here, so that validate, inspect,
 export and a resume read one manifest the same way (a LoRA run's fields: `lora_fields.py`).
+
+What a newer mfsdp may write is told apart from damage: a newer `format_version`, a content
+kind or a file-record field this mfsdp does not know (its digest of itself vouching for
+them) is refused as `NewerManifestError`, "written by a newer mfsdp (...): upgrade mfsdp to
+read it", not as a damaged manifest. Still refused (exit 1): nothing here can check what it
+does not know. Unknown top-level and `info` keys are read past, as before.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
-from mfsdp_ckpt.format.manifest_digest import digest_problem, sealed
+from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError, NewerRecordError
+from mfsdp_ckpt.format.manifest_digest import DIGEST_FIELD, digest_problem, sealed
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, check_relative_name
 from mfsdp_ckpt.storage.unique_json import parse_json
@@ -35,6 +42,11 @@ MAX_MANIFEST_CONTAINERS = 1 << 20  # one object per listed file, and a few: as f
 
 class ManifestError(MfsdpFailedError, ValueError):
     """manifest.json is missing a field, has a wrong type, or names an unsafe path."""
+
+
+class NewerManifestError(ManifestError):
+    """manifest.json was written by a newer mfsdp: a format version, a content kind or a
+    field this one does not know."""
 
 
 @dataclass
@@ -79,19 +91,27 @@ class Manifest:
             return data[key]
 
         version = need("format_version", int)
-        if version > FORMAT_VERSION:
-            raise ManifestError(
-                f"{source}: format_version {version} is newer than this mfsdp reads "
-                f"({FORMAT_VERSION})"
+        if version > FORMAT_VERSION:  # a newer format may change anything, its digest too
+            raise NewerManifestError(
+                _newer_line(
+                    source, f"format_version {version}; this one reads up to {FORMAT_VERSION}"
+                )
             )
+        _refuse_newer_digest(data, source)
         step, world_size = need("step", int), need("world_size", int)
         strategy = need("strategy", str)
         if step < 0 or world_size < 1:
             raise ManifestError(f"{source}: step {step} / world_size {world_size} out of range")
         contents = need("contents", list)
-        unknown = [c for c in contents if not isinstance(c, str) or c not in CONTENT_KINDS]
+        unknown = [c for c in contents if not isinstance(c, str)]
         if unknown:
             raise ManifestError(f"{source}: unknown contents {unknown}")
+        newer = [c for c in contents if c not in CONTENT_KINDS]
+        if newer:
+            known = ", ".join(CONTENT_KINDS)
+            raise _newer(
+                data, source, f"contents {cut_to(repr(newer), 200)}; this one knows {known}"
+            )
         files: dict[str, FileRecord] = {}
         for name, record in need("files", dict).items():
             try:
@@ -101,6 +121,8 @@ class Manifest:
                 raise ManifestError(f"{source}: {err}") from None
             try:
                 files[name] = FileRecord.from_json(record)
+            except NewerRecordError as err:
+                raise _newer(data, source, f"file record for {name!r} {err}") from None
             except FileRecordError as err:
                 raise ManifestError(f"{source}: file record for {name!r} {err}") from None
         optional: dict[str, type | tuple[type, ...]] = {
@@ -135,6 +157,34 @@ class Manifest:
             format_version=version,
             **extras,
         )
+
+
+def _newer_line(source: str, what: str) -> str:
+    return f"{source}: written by a newer mfsdp ({what}): upgrade mfsdp to read it"
+
+
+def _newer(data: dict, source: str, what: str) -> ManifestError:
+    """The error for `what` (a content kind, a file-record field) this mfsdp does not know,
+    at a format version it reads: written by a newer mfsdp where the manifest's digest of
+    itself vouches for its fields (or it has none); else damage, which the digest names."""
+    problem = digest_problem(data)
+    if problem is None:
+        return NewerManifestError(_newer_line(source, what))
+    return ManifestError(f"{source}: {what}, and {problem}")
+
+
+def _refuse_newer_digest(data: dict, source: str) -> None:
+    """NewerManifestError where the manifest's digest of itself is in a form only a newer
+    mfsdp writes (another algorithm): nothing here can check the other fields with it. Any
+    other fault of it is told as damage, where the digest is checked."""
+    if DIGEST_FIELD not in data:
+        return
+    try:
+        FileRecord.from_json(data[DIGEST_FIELD])
+    except NewerRecordError as err:
+        raise NewerManifestError(_newer_line(source, f"field {DIGEST_FIELD!r} {err}")) from None
+    except FileRecordError:
+        return
 
 
 # The info fields mfsdp's trainer records that a reader acts on (`run` decides which kind

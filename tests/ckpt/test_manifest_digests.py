@@ -116,7 +116,12 @@ BAD_RECORDS = [
         {"size": 1, "sha256": "0" * 64, "xxh3_128": "0" * 32},
         "has 2 digests (xxh3_128, sha256): needs exactly one of xxh3_128 or sha256",
     ),
-    ({"size": 1, "blake3": "0" * 64}, "has unknown field 'blake3' (digests: xxh3_128 or sha256)"),
+    (  # edited without its digest of itself resealed: damage, not a newer mfsdp's record
+        {"size": 1, "blake3": "0" * 64},
+        "has field 'blake3', unknown to this mfsdp, whose digests are xxh3_128 or sha256, and"
+        " its fields differ from its manifest_digest (changed after it was written: damaged or"
+        " edited)",
+    ),
     ({"size": 1, "xxh3_128": "0" * 64}, "field 'xxh3_128' is not 32 hex digits"),
     ({"size": 1, "sha256": "0" * 32}, "field 'sha256' is not 64 hex digits"),
     ({"sha256": "0" * 64}, "needs a size (a count of bytes)"),

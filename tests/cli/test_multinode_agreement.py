@@ -8,6 +8,7 @@ refused on both nodes, exit 2, in one line, before any step, that names each mac
 import os
 import re
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -18,9 +19,13 @@ from trainer.distributed import free_port
 
 
 def two_nodes(
-    data, node_args: list[tuple[str, list[str]]], first: int = 0
+    data,
+    node_args: list[tuple[str, list[str]]],
+    first: int = 0,
+    command: Callable[..., list[str]] = sft_command,
 ) -> list[tuple[int, str]]:
-    """Start node 0 and node 1, each from its own working dir with its own overrides;
+    """Start node 0 and node 1, each from its own working dir with its own overrides (the
+    run dir first), as `command(data, run_dir, *launch)` builds them (SFT's by default);
     return each node's exit code and stderr. Node `first` starts first, and the other
     only once it waits at the rendezvous: it joins first, and its ranks come first."""
     endpoint = f"127.0.0.1:{free_port()}"
@@ -30,9 +35,9 @@ def two_nodes(
     for rank in (first, 1 - first):
         cwd, overrides = node_args[rank]
         launch = ["--nnodes", "2", "--node-rank", str(rank), "--rdzv-endpoint", endpoint]
-        command = sft_command(data, overrides[0], *launch, "--rdzv-id", f"t-{endpoint}")
+        launched = command(data, overrides[0], *launch, "--rdzv-id", f"t-{endpoint}")
         nodes[rank] = subprocess.Popen(
-            command + overrides[1:],
+            launched + overrides[1:],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,

@@ -56,6 +56,7 @@ from trainer.grpo.reward_rules import manifest_info as reward_rules_info
 from trainer.grpo.reward_rules import warn_of_rule_changes
 from trainer.grpo.weights import iter_full_weights, iter_merged_weights
 from trainer.lora import adapters_disabled, is_lora_model, lora_enabled, lora_scales
+from trainer.machines_read import check_machines_read_alike
 from trainer.metrics import MetricsLogger
 from trainer.model import (
     build_hf_config,
@@ -66,7 +67,7 @@ from trainer.model import (
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
-from trainer.resume import RunKind, rows_digest
+from trainer.resume import RunKind, rows_digests
 from trainer.rewards.custom import RewardFunctionError
 from trainer.rewards.dispatch import RewardScorer, Scores
 from trainer.rollout.base import RolloutEngine, SamplingParams
@@ -527,6 +528,12 @@ def _rollout_dtype(cfg: GRPOConfig, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if choice == "bf16" else torch.float32
 
 
+def _own_values(row: RLPrompt) -> tuple[str, str, str]:
+    """A prompt as the rows digest sees it (`rows_digests`): its own values, not the
+    templated prompt ids (a template may print the date)."""
+    return (row.data_source, repr(row.ground_truth), repr(row.extra_info))
+
+
 def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     """Build everything one rank's GRPO run needs, in the order each piece needs the ones
     before it: the config, the data and the step to resume (`check_resume_target`) are
@@ -556,6 +563,16 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             limit=cfg.data.val_max_samples,
             custom_reward=custom,
         )[0]
+    digests = rows_digests(train, _own_values)
+    check_machines_read_alike(
+        cfg.model,
+        tokenizer,
+        hf_config,
+        {
+            "data.train_files": (len(train), digests),
+            "data.val_files": (len(val), rows_digests(val, _own_values)),
+        },
+    )
     batch_size = cfg.data.train_batch_size
     total_steps = planned_steps(
         cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
@@ -608,12 +625,9 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             hf_assets=write_assets,
             batch_size=batch_size,
             train_rows=len(train),
-            # the rows' own values, not the templated prompt ids: a template may print the date
-            rows_digest=rows_digest(
-                (row.data_source, repr(row.ground_truth), repr(row.extra_info)) for row in train
-            ),
-            prompts_digest=rows_digest(row.prompt for row in train),
-            prompt_keys_digest=rows_digest(row.prompt_keys for row in train),
+            rows_digest=digests[0],
+            prompts_digest=digests[1],
+            prompt_keys_digest=digests[2],
             total_steps=total_steps,
             checks=(reference_record.check_manifest,),
         )
