@@ -9,9 +9,10 @@ import os
 
 import click
 
+from cli import stop_signals
 from cli.errors import MfsdpGroup
 from cli.main import json_asked, options_of
-from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, terminated
+from cli.stop import EXIT_INTERRUPTED, terminated
 from mfsdp_ckpt import __version__
 
 
@@ -96,7 +97,7 @@ def run() -> None:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:  # a signal before the command started, where click caught it
         if terminated.is_set():
-            fail("SIGTERM: aborted", EXIT_TERMINATED, as_json)
+            fail(stop_signals.said("aborted"), stop_signals.exit_code(), as_json)
         fail("aborted", EXIT_INTERRUPTED, as_json)
     except OSError as err:  # printing help or the version (commands report their own)
         written = stdout_failure(err)

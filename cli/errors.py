@@ -30,11 +30,11 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from cli import stop_signals
 from cli.given_once import OnceGroup
 from cli.json_text import json_text, shown_bytes
 from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, hold_signals, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
 from mfsdp_ckpt.check.printable import said_by
 from mfsdp_ckpt.errors import (
@@ -405,7 +405,7 @@ def report_errors(
         _fail_once(*_or_interrupted(os_error_line(err), EXIT_FAILED, interrupted), as_json())
     except KeyboardInterrupt as err:
         if isinstance(err, Terminated) or _terminated.is_set():  # DCP re-raises it as Ctrl-C
-            _fail_once(f"SIGTERM: {interrupted()}", EXIT_TERMINATED, as_json())
+            _fail_once(stop_signals.said(interrupted()), stop_signals.exit_code(), as_json())
         _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())
     except Exception as err:
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
@@ -424,8 +424,7 @@ def report_errors(
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
         _fail_once(*_or_interrupted(message, code, interrupted), as_json())
     finally:
-        if installed and signal.getsignal(signal.SIGTERM) is _terminate:  # not settled
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        stop_signals.unwatch(installed)  # unless settled
 
 
 def peer_lost(err: BaseException) -> bool:
@@ -497,29 +496,35 @@ def _deliver_again(signum: int) -> None:
 def _watch_for_ctrl_c() -> None:
     """Note Ctrl-C as it arrives. It can land inside a library call that turns it into an
     error of its own (torch's serializer: "enforce fail ... unexpected pos"), so a save it cut
-    short reads as a failed write; `_or_interrupted` reports it as the interrupt it was."""
+    short reads as a failed write; `_or_interrupted` reports it as the interrupt it was.
+    In a rank `mfsdp train` launched, SIGHUP, SIGQUIT and SIGUSR1 are Ctrl-C too (where their
+    action is the default): a scheduler signals every process of a job (Slurm's
+    `--signal=USR1@T`), and their default action killed the rank mid-save. SIGTERM keeps
+    its default there: torchrun ends the ranks left after one failed with it."""
     _ctrl_c_seen.clear()  # a command run before this one (tests, notebooks) does not count
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _note_ctrl_c)
+    if _in_launched_rank():
+        for number in stop_signals.STOP_SIGNALS:
+            if number != signal.SIGTERM and signal.getsignal(number) == signal.SIG_DFL:
+                signal.signal(number, _note_ctrl_c)
 
 
-def _watch_for_sigterm() -> bool:
-    """Raise `Terminated` on SIGTERM while the command runs; whether the handler was set
-    here (so the caller restores the default; the entry point `cli.main` may have set the
-    same one already). Not in a rank `mfsdp train` launched: torchrun stops its ranks with
-    SIGTERM and reports the rank that failed first itself."""
+def _watch_for_sigterm() -> list[int]:
+    """Raise `Terminated` on SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 (`cli.stop_signals`) while
+    the command runs; the signals whose handler was set here (the caller restores their
+    default; the entry point `cli.main` may have set the same one already). Not in a rank
+    torchrun started: torchrun stops its ranks with SIGTERM and reports the rank that failed
+    first itself."""
     _terminated.clear()
-    in_main = threading.current_thread() is threading.main_thread()
-    if not in_main or "RANK" in os.environ or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        return False
-    signal.signal(signal.SIGTERM, _terminate)
-    return True
+    return [] if "RANK" in os.environ else stop_signals.watch()
 
 
 def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> tuple[str, int]:
     if _terminated.is_set():
-        return f"SIGTERM: {interrupted()}", EXIT_TERMINATED
+        return stop_signals.said(interrupted()), stop_signals.exit_code()
     return (interrupted(), EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from cli import stop_signals
 from cli.command_as_run import mfsdp_command
 from cli.demo_record import DEMO_DIR
 from cli.errors import (
@@ -39,7 +40,7 @@ from cli.main import settle
 from cli.missing_path import missing_line, refuse_missing
 from cli.result_said import expect_result, result_said
 from cli.run_report import FinalValue, interrupted_run, report_run
-from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED
+from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -428,17 +429,17 @@ def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> Ra
     the run lives (ranks its `kill -9` orphaned trained on, saving into a run dir whose lock
     was gone, after this process had named an older checkpoint as the newest).
 
-    Ctrl-C or SIGTERM is passed on to torchrun, which passes it on to the ranks: a `kill
-    -INT` of this process alone (a supervisor, `timeout -s INT`) reached nothing else, and the
-    ranks trained on. Wait while they stop (a rank mid-save leaves only its temporary
-    directory), then say so once (the ranks stay quiet, `report_errors`), unless they had
-    finished the run; a second Ctrl-C stops waiting. With `ends_command` (`mfsdp train`: the
-    ranks' result is the command's) the run is finished once rank 0 printed the result (it
-    marks the file named here, `cli.result_said`): from then on the code is 0, whatever
-    signal came or however torchrun ended, and a signal that came as torchrun exited, before
-    the outcome was settled here, is spent (it ended the command with 143 after the result);
-    otherwise (the demo, which goes on) a signal stops the command still. torchrun, and
-    through it every rank, gets SIGTERM should this process die
+    Ctrl-C or SIGTERM (or SIGHUP, SIGQUIT, SIGUSR1: `cli.stop_signals`) is passed on to
+    torchrun, which passes it on to the ranks: a `kill -INT` of this process alone (a
+    supervisor, `timeout -s INT`) reached nothing else, and the ranks trained on. Wait while
+    they stop (a rank mid-save leaves only its temporary directory), then say so once (the ranks
+    stay quiet, `report_errors`), unless they had finished the run; a second Ctrl-C stops
+    waiting. With `ends_command` (`mfsdp train`: the ranks' result is the command's) the run is
+    finished once rank 0 printed the result (it marks the file named here, `cli.result_said`):
+    from then on the code is 0, whatever signal came or however torchrun ended, and a signal
+    that came as torchrun exited, before the outcome was settled here, is spent (it ended the
+    command with 143 after the result); otherwise (the demo, which goes on) a signal stops the
+    command still. torchrun, and through it every rank, gets SIGTERM should this process die
     first (`kill -9` of it); this thread waits on it, so the signal, which follows the thread
     that started the child, comes at no other time."""
     from cli.torchrun import LAUNCH_ID, STOPPED_BY, await_run_processes, dies_with_parent
@@ -458,7 +459,8 @@ def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> Ra
         try:
             code = _settled(child.wait(), env, ends_command)
         except KeyboardInterrupt as err:  # during the wait, or as it returned (torchrun ended)
-            code = _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
+            stopped = isinstance(err, Terminated)
+            code = _stop(child, stop_signals.stopped_by() if stopped else signal.SIGINT)
             if not ends_command or _settled(code, env, ends_command) != 0:
                 raise
             code = 0
@@ -623,9 +625,9 @@ def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
     get (the ranks leave an interrupt to the launching process to say) end with
     `stopped_line(what stopped them)`, which names the checkpoint kept: the ranks have all
     stopped (`run_ranks` waited for them), so the newest one is the one resumed; exit 130
-    for an interrupt (143 and `SIGTERM:` before the line when torchrun got a SIGTERM this
-    process did not), else 1. Any other code is a rank's failure, which that rank said:
-    exit with it as it is."""
+    for an interrupt (128 + N and `SIGTERM:` or the like before the line when torchrun got a
+    stop signal this process did not: `cli.stop_signals`), else 1. Any other code is a rank's
+    failure, which that rank said: exit with it as it is."""
     if code == 0:
         return
     if code < 0:
@@ -639,6 +641,7 @@ def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
         fail(stopped_line(stopped_by), int(code))  # 130 for an interrupt, else 1
     if code == EXIT_INTERRUPTED:
         fail(stopped_line("interrupted"), EXIT_INTERRUPTED)
-    if code == EXIT_TERMINATED:  # torchrun alone got SIGTERM (cli/torchrun.py `_signal_code`)
-        fail(f"SIGTERM: {stopped_line('interrupted')}", EXIT_TERMINATED)
+    number = stop_signals.by_exit_code(code)  # torchrun alone got it (cli/torchrun.py
+    if number is not None:  # `_signal_code`)
+        fail(stop_signals.said(stopped_line("interrupted"), number), stop_signals.exit_code(number))
     sys.exit(code)

@@ -4,9 +4,10 @@ SIGTERM are handled from its first instant.
 Importing the command line (click and every command module: `cli.app`) takes 0.1-0.3 s.
 A signal in that time ended the process as Python's defaults do: Ctrl-C with a
 KeyboardInterrupt traceback, SIGTERM silently (exit -15), and with --json an empty
-stdout where a script waits for one JSON object. Here SIGTERM is caught before that
-import, and either signal ends the command as `cli.errors` ends one it stopped: the
-`error:` line, the JSON object with --json, exit 130 or 143.
+stdout where a script waits for one JSON object. Here SIGTERM (and SIGHUP, SIGQUIT and
+SIGUSR1: `cli.stop_signals`) is caught before that import, and each signal ends the command
+as `cli.errors` ends one it stopped: the `error:` line, the JSON object with --json, exit 130,
+or 128 + the signal's number (143 for SIGTERM) after `SIGTERM: `.
 
 Once the command's outcome is settled (its result printed, or its error line about to be),
 a Ctrl-C or SIGTERM is ignored until the process exits: restoring Python's defaults there
@@ -27,7 +28,8 @@ import threading
 from types import FrameType, ModuleType
 from typing import Any, NoReturn
 
-from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate
+from cli import stop_signals
+from cli.stop import EXIT_INTERRUPTED, Terminated
 
 # Whether this process ends when the command does (main() called by the program itself),
 # so that late signals may be ignored; a test calling main() in-process keeps its handlers.
@@ -45,19 +47,14 @@ def json_asked(args: list[str]) -> bool:
 
 
 def main() -> None:
-    """Run `mfsdp` on sys.argv, SIGTERM raising `Terminated` from the start (as `cli.errors`
-    has it raised while a command runs; not in a rank torchrun started, which it stops
-    with SIGTERM itself), both signals held once it ended (`settle`), and nothing the
-    user's code left running kept alive past it (`cli.errors.exit_leaving_nothing`)."""
+    """Run `mfsdp` on sys.argv, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 raising `Terminated`
+    from the start (`cli.stop_signals`, as `cli.errors` has them raised while a command runs;
+    not in a rank torchrun started, which it stops with SIGTERM itself), each held once it
+    ended (`settle`), and nothing the user's code left running kept alive past it
+    (`cli.errors.exit_leaving_nothing`)."""
     global _ends_with_command
     _ends_with_command = _called_as_the_program(sys._getframe(1))
-    watch = (
-        threading.current_thread() is threading.main_thread()  # where handlers can be set
-        and "RANK" not in os.environ
-        and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    )
-    if watch:
-        signal.signal(signal.SIGTERM, terminate)
+    watched = [] if "RANK" in os.environ else stop_signals.watch()
     if _ends_with_command:
         guard_stderr()  # before any module takes sys.stderr (logging handlers, tqdm)
     code: Any = None  # the exit status, once the command ended with one (not a traceback)
@@ -72,8 +69,8 @@ def main() -> None:
         raise
     finally:
         settle()
-        if watch and not _ends_with_command:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if not _ends_with_command:
+            stop_signals.unwatch(watched)
         errors = sys.modules.get("cli.errors")  # not imported: no command (nor user code) ran
         if _ends_with_command and isinstance(code, int) and errors is not None:
             errors.exit_leaving_nothing(code)
@@ -240,7 +237,7 @@ def hold_signals(code: int | None = None) -> None:
     if code is not None:
         _settled_code = code
     if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGINT, signal.SIGTERM):
+        for number in (signal.SIGINT, *stop_signals.not_ignored()):
             signal.signal(number, _late_signal)
 
 
@@ -262,7 +259,7 @@ def _force_exit(code: int) -> NoReturn:
     os._exit(code)
 
 
-_HELD = {signal.SIGINT, signal.SIGTERM}
+_HELD = {signal.SIGINT, *stop_signals.STOP_SIGNALS}
 _mask_before_fork = threading.local()  # the forking thread's signal mask, while it forks
 
 
@@ -294,11 +291,14 @@ def _child_of_a_settled_process() -> None:
     _settled, _settled_code, _ends_with_command = False, None, False
     defaults: dict[int, Any] = {
         signal.SIGINT: signal.default_int_handler,
-        signal.SIGTERM: signal.SIG_DFL,
+        **{number: signal.SIG_DFL for number in stop_signals.STOP_SIGNALS},
     }
     for number, default in defaults.items():
         with contextlib.suppress(ValueError):  # forked off a thread Python cannot set it from
-            if signal.getsignal(number) in (_late_signal, signal.SIG_IGN):
+            handler = signal.getsignal(number)
+            # SIGHUP, SIGQUIT, SIGUSR1 ignored are so from the start (`nohup`): left ignored
+            ignored = handler == signal.SIG_IGN and number in (signal.SIGINT, signal.SIGTERM)
+            if handler is _late_signal or ignored:
                 signal.signal(number, default)
     if _forcing_exit.locked():
         _forcing_exit.release()
@@ -326,7 +326,7 @@ def _stopped(by_sigterm: bool) -> NoReturn:
     """End as `cli.errors` ends a command a signal stopped (nothing of it is imported yet):
     `error: interrupted` on stderr, with --json also the JSON object on stdout."""
     message, code = (
-        ("SIGTERM: interrupted", EXIT_TERMINATED)
+        (stop_signals.said("interrupted"), stop_signals.exit_code())
         if by_sigterm
         else ("interrupted", EXIT_INTERRUPTED)
     )

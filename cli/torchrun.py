@@ -24,12 +24,13 @@ starts them from a multi-threaded process, where a pre-exec hook is not safe), a
 launching mfsdp waits until no process of the run lives (`await_run_processes`) before it
 says which checkpoint is the newest and lets the run dir's lock go.
 
-A signal stops the agent once (`_stop_once`): the launching mfsdp passes on a SIGINT or
-SIGTERM it gets (a `kill -INT` of it alone reached nothing else, and the ranks trained on),
-so when the whole process group got it too this process gets it twice, and torch's agent,
-interrupted again while it waited for its ranks to stop, left them stopping unwatched.
-Either one reaches the ranks as SIGINT, so a SIGTERM stops them as Ctrl-C does (a save in
-flight commits), and this process exits 143 for it, 130 for Ctrl-C.
+A signal stops the agent once (`_stop_once`): the launching mfsdp passes on a SIGINT,
+SIGTERM, SIGHUP, SIGQUIT or SIGUSR1 it gets (a `kill -INT` of it alone reached nothing else,
+and the ranks trained on), so when the whole process group got it too this process gets it
+twice, and torch's agent, interrupted again while it waited for its ranks to stop, left them
+stopping unwatched. Each reaches the ranks as SIGINT, so a SIGTERM stops them as Ctrl-C does
+(a save in flight commits), and this process exits 128 + its number (143 for SIGTERM), 130
+for Ctrl-C.
 
 A rendezvous that cannot form ends in one line naming `--rdzv-endpoint` and what to do, not
 torch's traceback after a silent wait (`_rendezvous_failed`); a one-machine run whose
@@ -51,13 +52,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from cli import stop_signals
 from cli.errors import (
     ALIKE,
     ALIKE_EXIT_DELAY_S,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_PEER_LOST,
-    EXIT_TERMINATED,
     EXIT_USAGE,
     INTERRUPTED_RANKS,
     LOST_PEERS,
@@ -77,7 +78,11 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # TORCHRUN_PID, set here, is the parent each rank checks it still has.
 LAUNCH_ID = "MFSDP_LAUNCH_ID"
 TORCHRUN_PID = "MFSDP_TORCHRUN_PID"
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGINT and SIGTERM always; the others unless this process was started ignoring them
+# (`nohup`'s SIGHUP): `_stop_once`
+STOP_SIGNALS = (signal.SIGINT, *stop_signals.STOP_SIGNALS)
+# The one torch's agent is left to pass on as it came (`_stop_once`): it must be given one
+LEFT_TO_THE_AGENT = "SIGUSR2"
 # Set by the launching mfsdp: the file this process leaves what stopped the ranks in
 # (`rank 1: killed by SIGKILL ...`), when a signal the run did not send did.
 STOPPED_BY = "MFSDP_STOPPED_BY"
@@ -351,28 +356,33 @@ _stopped_by: list[int] = []
 
 
 def _stop_once() -> None:
-    """Have SIGINT and SIGTERM stop torch's agent as its own handler does (it raises
+    """Have the STOP_SIGNALS stop torch's agent as its own handler does (it raises
     SignalException, and the agent passes the signal on to the ranks and waits for them),
     but only the first one: a second (the launching mfsdp passes on what the process group
     got too) raised again inside that wait, and this process ended while its ranks were
-    still stopping. The agent is told to leave these two signals to this handler (in
+    still stopping. The agent is told to leave these signals to this handler (in
     TORCHELASTIC_SIGNALS_TO_HANDLE, which it reads as it starts the ranks, and in
     PET_SIGNALS_TO_HANDLE, the default of torchrun's `--signals-to-handle`, which newer
-    torch copies over the former: its own handler then took both signals again).
+    torch copies over the former: its own handler then took them again); it keeps any
+    other one named there (LEFT_TO_THE_AGENT when none is: an empty list is logged as a
+    failure). SIGHUP, SIGQUIT and SIGUSR1 this process was started ignoring (`nohup`, a
+    background job of a non-interactive shell) stay ignored.
 
-    Either signal reaches the ranks as SIGINT, which each rank handles as Ctrl-C (an async
-    save in flight commits, a save cut short removes its temp dir): a rank keeps SIGTERM's
-    default, since the agent stops the ranks left after one failed with it, so a SIGTERM
-    passed on as it came killed every rank mid-save and left `global_step_N.tmp/`. This
-    process still ends as SIGTERM's (`_signal_code`)."""
+    Each reaches the ranks as SIGINT, which each rank handles as Ctrl-C (an async save in
+    flight commits, a save cut short removes its temp dir): a rank keeps SIGTERM's default,
+    since the agent stops the ranks left after one failed with it, so a SIGTERM passed on as
+    it came killed every rank mid-save and left `global_step_N.tmp/`, and SIGHUP, SIGQUIT
+    and SIGUSR1 passed on as they came did the same. This process still ends as the
+    signal's (`_signal_code`)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
     signals = os.environ.get(SIGNALS_OPTION) or os.environ.get(
         SIGNALS_HANDLED, "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
     )
-    kept = [name for name in signals.split(",") if name.strip() not in ("SIGINT", "SIGTERM")]
+    ours = {signal.Signals(number).name for number in STOP_SIGNALS}
+    kept = [name for name in signals.split(",") if name.strip() and name.strip() not in ours]
     for variable in (SIGNALS_HANDLED, SIGNALS_OPTION):
-        os.environ[variable] = ",".join(kept or ["SIGHUP"])
+        os.environ[variable] = ",".join(kept or [LEFT_TO_THE_AGENT])
 
     def stop(signum: int, _frame: Any) -> None:
         if _stopped_by:
@@ -382,13 +392,17 @@ def _stop_once() -> None:
         raise SignalException(f"Process {os.getpid()} got signal: {sig}", sigval=signal.SIGINT)
 
     if threading.current_thread() is threading.main_thread():
-        for sig in STOP_SIGNALS:
+        always = (signal.SIGINT, signal.SIGTERM)
+        others = tuple(number for number in STOP_SIGNALS if number not in always)
+        for sig in (*always, *stop_signals.not_ignored(others)):
             signal.signal(sig, stop)
 
 
 def _signal_code() -> int:
-    """The exit code of a run a signal to this process stopped: 143 for SIGTERM, else 130."""
-    return EXIT_TERMINATED if signal.SIGTERM in _stopped_by else EXIT_INTERRUPTED
+    """The exit code of a run a signal to this process stopped: 128 + its number (143 for
+    SIGTERM), 130 for SIGINT or none noted."""
+    first = _stopped_by[0] if _stopped_by else signal.SIGINT
+    return EXIT_INTERRUPTED if first == signal.SIGINT else stop_signals.exit_code(first)
 
 
 def main(argv: list[str]) -> int:

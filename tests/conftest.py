@@ -27,7 +27,7 @@ def _stop_signals_handled_as_before():
     rank's error path in-process (MFSDP_CONFIG_CHECKED set) makes this process ignore both, as
     a rank that printed its outcome does (`cli.errors.settle_command`); the subprocesses later
     tests start then inherit the ignoring, and a SIGTERM test waited out its timeout."""
-    numbers = (signal.SIGINT, signal.SIGTERM)
+    numbers = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
     before = {number: signal.getsignal(number) for number in numbers}
     yield
     if threading.current_thread() is not threading.main_thread():

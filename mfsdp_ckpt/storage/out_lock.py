@@ -159,8 +159,8 @@ def release_out_lock(out: Path, fd: int) -> None:
 
 @contextlib.contextmanager
 def ctrl_c_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) and SIGTERM back for the block; one arriving meanwhile is acted on
-    right after.
+    """Hold Ctrl-C (SIGINT), SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 back for the block; one
+    arriving meanwhile is acted on right after.
 
     Taking and dropping the lock are several system calls (open, flock, write; unlink,
     close): a KeyboardInterrupt between two of them would leave a lock file nobody removes.
@@ -175,7 +175,7 @@ def ctrl_c_deferred() -> Iterator[None]:
     arrived: list[int] = []
     previous = {
         number: signal.signal(number, lambda got, _frame: arrived.append(got))
-        for number in (signal.SIGINT, signal.SIGTERM)
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
     }
     try:
         yield

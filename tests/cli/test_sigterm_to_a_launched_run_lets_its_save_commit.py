@@ -4,34 +4,45 @@ one line names the signal and the checkpoint, exit 143, and no process of the ru
 torchrun passed the SIGTERM on to the ranks as it came, and a rank, which keeps SIGTERM's
 default (torchrun also stops the ranks left after one failed with it), was killed mid-save:
 its `global_step_N.tmp/` stayed in the run dir. A SIGTERM to torchrun alone ends the same way
-(it was said as a Ctrl-C, exit 130)."""
+(it was said as a Ctrl-C, exit 130).
+
+SIGHUP (a closed terminal or ssh session), SIGQUIT (Ctrl-\\) and SIGUSR1 (Slurm's
+`--signal=USR1@T`) end a run as SIGTERM does, with 128 + their number: sent to the process
+group they killed every process mid-save (a `.tmp` left, no line, or "interrupted" with
+130 for SIGQUIT); sent to the launcher alone (an ssh session lost) it exited at once with no
+line and left the run dir's lock file naming its dead pid; a single process (no torchrun)
+died of them as well."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
 import pytest
 
 from mfsdp_ckpt.format import run_steps
+from mfsdp_ckpt.storage.out_lock import lock_path_for
 from tests.support.cli_errors import error_prefixed_lines
 from tests.support.launched_sft import step_reached, train_until_stopped
 from tests.support.metrics import read_metrics
 from tests.support.waiting import wait_until
 
 HELD = "MFSDP_TEST_HELD_SAVES"  # read by the sitecustomize below, in the ranks alone
+ALONE = "MFSDP_TEST_HELD_ALONE"  # ... and in a run of one process (no RANK) too
 HOLD_SECONDS = 3.0  # how long each rank's background save waits before it goes on
 # In each rank: a background (async) save leaves a mark named RANK.STEP in the folder HELD
 # names, then waits HOLD_SECONDS before writing its files, so a signal comes while it is
 # in flight.
 SITECUSTOMIZE = f"""import os
-if os.environ.get({HELD!r}) and "RANK" in os.environ:
+if os.environ.get({HELD!r}) and ("RANK" in os.environ or os.environ.get({ALONE!r})):
     import threading, time
     from mfsdp_ckpt.checkpointer import Checkpointer
     _write = Checkpointer._write
     def _held_write(self, state_dict, writer, pending):
         if threading.current_thread() is not threading.main_thread():
-            mark = os.path.join(os.environ[{HELD!r}], f"{{os.environ['RANK']}}.{{pending.step}}")
+            rank = os.environ.get("RANK", "0")
+            mark = os.path.join(os.environ[{HELD!r}], f"{{rank}}.{{pending.step}}")
             open(mark, "w").close()
             time.sleep({HOLD_SECONDS})
         _write(self, state_dict, writer, pending)
@@ -39,16 +50,40 @@ if os.environ.get({HELD!r}) and "RANK" in os.environ:
 """
 
 
+def _to_the_launcher(number):
+    return lambda launcher, _torchrun: os.kill(launcher, number)
+
+
+def _to_the_group(number):
+    return lambda launcher, _torchrun: os.killpg(launcher, number)
+
+
 @pytest.mark.parametrize(
-    "stop, code, said",
+    "stop, code, said, nproc",
     [
-        (lambda launcher, _torchrun: os.kill(launcher, signal.SIGTERM), 143, "SIGTERM: "),
-        (lambda _launcher, torchrun: os.kill(torchrun, signal.SIGTERM), 143, "SIGTERM: "),
-        (lambda launcher, _torchrun: os.killpg(launcher, signal.SIGINT), 130, ""),  # Ctrl-C
+        (_to_the_launcher(signal.SIGTERM), 143, "SIGTERM: ", 2),
+        (lambda _launcher, torchrun: os.kill(torchrun, signal.SIGTERM), 143, "SIGTERM: ", 2),
+        (_to_the_group(signal.SIGINT), 130, "", 2),  # Ctrl-C
+        (_to_the_group(signal.SIGHUP), 129, "SIGHUP: ", 2),
+        (_to_the_group(signal.SIGQUIT), 131, "SIGQUIT: ", 2),  # Ctrl-\\
+        (_to_the_group(signal.SIGUSR1), 138, "SIGUSR1: ", 2),
+        (_to_the_launcher(signal.SIGHUP), 129, "SIGHUP: ", 2),
+        (_to_the_launcher(signal.SIGUSR1), 138, "SIGUSR1: ", 1),
     ],
-    ids=["sigterm-to-the-launcher", "sigterm-to-torchrun-alone", "ctrl-c"],
+    ids=[
+        "sigterm-to-the-launcher",
+        "sigterm-to-torchrun-alone",
+        "ctrl-c",
+        "sighup-to-the-group",
+        "sigquit-to-the-group",
+        "sigusr1-to-the-group",
+        "sighup-to-the-launcher",
+        "sigusr1-to-one-process",
+    ],
 )
-def test_a_signal_lets_an_async_save_in_flight_commit(tmp_path, monkeypatch, stop, code, said):
+def test_a_signal_lets_an_async_save_in_flight_commit(
+    tmp_path, monkeypatch, stop, code, said, nproc
+):
     """Ctrl-C too: a Ctrl-C landing in the wait for the save in flight (Python's
     `Thread.join`) marked its thread as ended, and the rank exited mid-save."""
     from cli.torchrun import run_processes
@@ -58,18 +93,29 @@ def test_a_signal_lets_an_async_save_in_flight_commit(tmp_path, monkeypatch, sto
     held.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     monkeypatch.setenv(HELD, str(held))
+    if nproc == 1:
+        monkeypatch.setenv(ALONE, "1")
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     )
-    process = train_until_stopped(
-        tmp_path,
-        "checkpoint.save_every=1",
-        "checkpoint.async_save=true",
-        "trainer.log_every=1",
+    with _as_in_a_terminal():
+        process = train_until_stopped(
+            tmp_path,
+            "checkpoint.save_every=1",
+            "checkpoint.async_save=true",
+            "trainer.log_every=1",
+            nproc=nproc,
+        )
+    # every rank's save of step 2 is in flight (a rank the signal reached before its own
+    # save began cannot join the others' collectives: theirs is then cut short)
+    step_2 = [held / f"{rank}.2" for rank in range(nproc)]
+    wait_until(
+        lambda: all(mark.exists() for mark in step_2),
+        240,
+        lambda: f"{step_2} never all appeared",
+        process,
     )
-    step_2 = held / "0.2"  # rank 0's save of step 2 is in flight
-    wait_until(step_2.exists, 240, lambda: f"{step_2} never appeared", process)
-    torchrun, launch_id = _torchrun_of(process.pid)
+    torchrun, launch_id = _torchrun_of(process.pid) if nproc > 1 else (0, "")
     stop(process.pid, torchrun)
     _out, stderr = process.communicate(timeout=120)
     run = tmp_path / "run"
@@ -83,7 +129,25 @@ def test_a_signal_lets_an_async_save_in_flight_commit(tmp_path, monkeypatch, sto
         f"error: {said}interrupted{step_reached(reached, newest, 1)}; the newest checkpoint is"
         f" {run}/global_step_{newest}: run the same command again to resume from it"
     ], stderr
-    assert run_processes(launch_id) == [], "a process of the run outlived the command"
+    assert not lock_path_for(run).exists(), stderr  # the lock went with the command
+    if launch_id:
+        assert run_processes(launch_id) == [], "a process of the run outlived the command"
+
+
+@contextlib.contextmanager
+def _as_in_a_terminal():
+    """The stop signals a process started in the block has at their default action, as from a
+    terminal, whatever this test runner was started ignoring (a background job of a script
+    ignores SIGQUIT, `nohup` SIGHUP: mfsdp leaves such a signal ignored)."""
+    numbers = (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+    ignored = [number for number in numbers if signal.getsignal(number) == signal.SIG_IGN]
+    for number in ignored:
+        signal.signal(number, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
 
 
 def _torchrun_of(launcher: int) -> tuple[int, str]:

@@ -162,13 +162,15 @@ def _default_sigterm_in_user_child() -> None:
     """In a process the user's code forked, during a call or from a thread it left running
     (a pool it keeps re-forks its workers there): SIGTERM's default action back, in place of
     the command's handler it inherited, so that SIGTERM ends it quietly (the handler's
-    exception printed a traceback from a checker's process that was only being ended). A
-    handler the user's code installed stays."""
+    exception printed a traceback from a checker's process that was only being ended), and
+    so for every other signal the command stops on with that handler (SIGHUP, SIGQUIT,
+    SIGUSR1). A handler the user's code installed stays."""
     by_user = _users or threading.current_thread() in _user_threads
     if by_user and callable(_command_sigterm):
         with contextlib.suppress(ValueError):  # forked off another thread: none to change
-            if signal.getsignal(signal.SIGTERM) is _command_sigterm:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            for number in signal.valid_signals():
+                if signal.getsignal(number) is _command_sigterm:
+                    signal.signal(number, signal.SIG_DFL)
 
 
 os.register_at_fork(after_in_child=_default_sigterm_in_user_child)
