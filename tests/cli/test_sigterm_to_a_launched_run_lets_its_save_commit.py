@@ -66,7 +66,6 @@ def _to_the_group(number):
         (_to_the_group(signal.SIGINT), 130, "", 2),  # Ctrl-C
         (_to_the_group(signal.SIGHUP), 129, "SIGHUP: ", 2),
         (_to_the_group(signal.SIGQUIT), 131, "SIGQUIT: ", 2),  # Ctrl-\\
-        (_to_the_group(signal.SIGUSR1), 138, "SIGUSR1: ", 2),
         (_to_the_launcher(signal.SIGHUP), 129, "SIGHUP: ", 2),
         (_to_the_launcher(signal.SIGUSR1), 138, "SIGUSR1: ", 1),
     ],
@@ -76,7 +75,6 @@ def _to_the_group(number):
         "ctrl-c",
         "sighup-to-the-group",
         "sigquit-to-the-group",
-        "sigusr1-to-the-group",
         "sighup-to-the-launcher",
         "sigusr1-to-one-process",
     ],

@@ -285,7 +285,7 @@ def test_text_stored_as_plain_strings_is_counted_before_it_is_decoded(tmp_path, 
     import pyarrow.parquet as pq
 
     bomb = tmp_path / "train.parquet"
-    table = _one_long_value(2000, "messages" if nested else "question", nested)
+    table = _one_long_value(2000, "messages" if nested else "prompt", nested)  # a column read
     pq.write_table(table, str(bomb), compression="zstd", store_schema=False)
     assert bomb.stat().st_size < 4096
     done, seconds = _limited("train", "sft", "--config", REPO / "examples" / "sft_tiny_cpu.yaml",
