@@ -17,7 +17,8 @@ one rank (with `thread_count` files), item by item:
   BYTE_IO blob, as DCP stores any non-tensor leaf;
 * at the end `.metadata` is DCP's `Metadata` (each tensor one whole chunk, planner data
   mapping flat keys to their nested path, storage data to file ranges), written after the
-  data files are fsynced.
+  data files are fsynced. Until then each item is held as a few ints and shared objects
+  (`metadata_table`), not as DCP's dataclasses.
 
 Why one thread per data file: with `hash_data` the manifest needs each file's digest,
 a sequential pass per file that costs CPU on top of the copy. Each thread copies
@@ -43,7 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.file_hash import Digest, FileRecord
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
@@ -51,14 +51,13 @@ from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.format.torch_save_format import (
     MAX_BLOB_BYTES,
     BlobLayout,
-    Size,
     object_blob,
-    tensor_metadata,
     tensor_pickle,
 )
 from mfsdp_ckpt.storage.byte_copy import copy_bytes, copy_hashed, hash_file_range, pwrite_all
 from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.metadata_stream import write_metadata
+from mfsdp_ckpt.storage.metadata_table import MetadataTable
 
 if TYPE_CHECKING:
     import torch
@@ -104,9 +103,7 @@ class StreamingDcpWriter:
         self.root = Path(dist_ckpt_dir)
         self.root.mkdir(parents=True, exist_ok=True)
         self.hash_data = hash_data
-        self._entries: dict[str, Any] = {}
-        self._storage: dict[dcp_metadata.MetadataIndex, dcp_metadata.StorageInfo] = {}
-        self._planner: dict[str, tuple[str, ...]] = {}
+        self._table = MetadataTable()
         self._files: list[_DataFile] = []
         try:
             for index in range(max(1, threads or WRITE_THREADS)):
@@ -117,12 +114,9 @@ class StreamingDcpWriter:
             raise
 
     def _claim(self, path: tuple[str, ...]) -> str:
-        key = ".".join(path)
-        if key in self._planner:
-            raise ValueError(f"{key}: written twice")
+        key = self._table.new_key(path)
         for file in self._files:
             file.raise_error()
-        self._planner[key] = path
         return key
 
     def _place(self, path: tuple[str, ...], length: int) -> tuple[str, _DataFile, int]:
@@ -146,7 +140,7 @@ class StreamingDcpWriter:
         if layout.length > MAX_BLOB_BYTES:
             raise BlobTooLargeError(f"{'.'.join(path)}: {nbytes} bytes need a ZIP64 blob")
         key, file, start = self._place(path, layout.length)
-        self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), file, start)
+        self._record(key, path, (dtype, shape), file, start)
         job = _Blob(start, layout.head, payload, layout.tail, tensor_bytes=nbytes)
         file.submit(job, wait=isinstance(payload, memoryview))
 
@@ -174,8 +168,7 @@ class StreamingDcpWriter:
             handle.seek(start)
             torch.save(tensor, handle)
             file.size = handle.tell()
-        shape = tuple(tensor.shape)
-        self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), file, start)
+        self._record(key, path, (dtype, tuple(tensor.shape)), file, start)
         file.submit(_Readback(start, file.size, tensor.nbytes), wait=False)
 
     def add_alias(self, path: tuple[str, ...], same_as: tuple[str, ...]) -> None:
@@ -184,29 +177,27 @@ class StreamingDcpWriter:
         shape and storage entry (file, offset, length), and no bytes of its own. DCP readers
         read each storage entry on its own, so both keys load the same bytes."""
         source = ".".join(same_as)
-        entry = self._entries.get(source)
-        if not isinstance(entry, dcp_metadata.TensorStorageMetadata):
+        if not self._table.is_tensor(source):
             raise ValueError(f"{'.'.join(path)}: {source} is not a tensor added before")
-        offsets = Size([0] * len(entry.size))
-        info = self._storage[dcp_metadata.MetadataIndex(source, offsets)]
-        key = self._claim(path)
-        self._entries[key] = tensor_metadata(entry.properties.dtype, entry.size)
-        self._storage[dcp_metadata.MetadataIndex(key, offsets)] = dcp_metadata.StorageInfo(
-            info.relative_path, info.offset, info.length
-        )
+        self._table.add_alias(self._claim(path), path, source)
 
     def add_object(self, path: tuple[str, ...], value: Any) -> None:
         blob = object_blob(value)
         key, file, start = self._place(path, len(blob))
-        self._record(key, dcp_metadata.BytesStorageMetadata(), None, file, start)
+        self._record(key, path, None, file, start)
         file.submit(_Blob(start, blob, (), b"", tensor_bytes=None), wait=False)
 
     def _record(
-        self, key: str, entry: Any, offsets: Size | None, file: _DataFile, start: int
+        self,
+        key: str,
+        path: tuple[str, ...],
+        tensor: tuple[DType, Sequence[int]] | None,
+        file: _DataFile,
+        start: int,
     ) -> None:
-        self._entries[key] = entry
-        index = dcp_metadata.MetadataIndex(key, offsets)
-        self._storage[index] = dcp_metadata.StorageInfo(file.name, start, file.size - start)
+        """The item at `path` (a tensor's dtype and shape, or None) fills `file` from `start`
+        to its end."""
+        self._table.add(key, path, tensor, file.name, start, file.size - start)
 
     def written(self) -> tuple[int, int]:
         """Tensors, and their payload bytes, the files' threads have written so far."""
@@ -225,15 +216,9 @@ class StreamingDcpWriter:
             records[file.name] = file.join()
         if progress is not None:
             progress(*self.written())
-        metadata = dcp_metadata.Metadata(
-            state_dict_metadata=self._entries,
-            planner_data=self._planner,
-            storage_data=self._storage,
-            storage_meta=dcp_metadata.StorageMeta(save_id=str(uuid.uuid4())),
-            version=DCP_VERSION,
-        )
-        # pickled straight into the file: held whole in memory, it and the pickler's memo
-        # cost kilobytes a tensor (metadata_stream)
+        # its tables made while pickled straight into the file: held whole in memory, they
+        # and the pickler's memo cost kilobytes a tensor (metadata_stream, metadata_table)
+        metadata = self._table.metadata(save_id=str(uuid.uuid4()), version=DCP_VERSION)
         records[DCP_METADATA_FILE] = write_metadata(
             metadata, self.root / DCP_METADATA_FILE, self.hash_data
         )

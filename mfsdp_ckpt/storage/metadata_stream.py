@@ -14,15 +14,24 @@ to make its id unique: its memo entry is gone with it), or once it is one of tho
 key, a file name, a shared size, a class) stays memoized, so the bytes are those
 `dump_metadata` gives: the memo indices are numbered on (never reused), and every `GET` it
 would write is written.
+
+A table may be a `StreamedDict`, whose items are made one at a time while they are
+pickled, and let go once written: the `Metadata` of `metadata_table` is never held whole.
+Its objects are then held by the memo alone, so the next sweep drops them; pickled as a
+dict is (whose batching keeps a thousand items alive at once), each would be in use at
+its sweep and so stay memoized to the end.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import pickle
 import sys
+from collections.abc import Callable, Iterable
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.file_hash import Digest, FileRecord
@@ -57,10 +66,47 @@ _ENTRY_CLASSES = (
 )
 
 
+class StreamedDict:
+    """A dict that is only ever pickled (by `write_metadata`): `items()` makes its items
+    as the pickler asks for them, and they are written as those of a dict."""
+
+    def __init__(self, items: Callable[[], Iterable[tuple[Any, Any]]]):
+        self.items = items
+
+
+def _save_streamed(pickler: _LeanPickler, table: StreamedDict) -> None:
+    """The bytes `pickle._Pickler.save_dict` writes for a dict of `table`'s items (batches
+    of `_BATCHSIZE` between MARK and SETITEMS, a batch of one as SETITEM), with no item
+    held once it is written: two are made ahead, to know a batch's size before it begins."""
+    pickler.write(pickle.EMPTY_DICT)
+    pickler.memoize(table)
+    items = iter(table.items())
+    ahead = list(islice(items, 2))
+    while ahead:
+        single = len(ahead) == 1
+        if not single:
+            pickler.write(pickle.MARK)
+        for _ in range(pickler._BATCHSIZE):
+            if not ahead:
+                break
+            key, value = ahead.pop(0)
+            ahead.extend(islice(items, 2 - len(ahead)))
+            pickler.save(key)
+            pickler.save(value)
+        pickler.write(pickle.SETITEM if single else pickle.SETITEMS)
+
+
 class _LeanPickler(DcpMetadataPickler):
     """`DcpMetadataPickler` whose memo forgets what only the memo still holds."""
 
-    memo: dict[int, tuple[int, Any]]  # pickle._Pickler's: id -> (index, the object)
+    # pickle._Pickler's; typeshed does not declare them
+    memo: dict[int, tuple[int, Any]]  # id -> (index, the object)
+    save: Callable[[Any], None]
+    _BATCHSIZE: int
+    dispatch: ClassVar[dict[type, Callable[..., None]]] = {
+        **DcpMetadataPickler.dispatch,
+        StreamedDict: _save_streamed,
+    }
 
     def __init__(self, file: io.BufferedIOBase):
         super().__init__(file)
@@ -79,12 +125,20 @@ class _LeanPickler(DcpMetadataPickler):
     def _sweep(self) -> None:
         """Drop the entries of objects only the memo holds, and of those a `Metadata` never
         holds twice; the others (strings, sizes, classes, held by the `Metadata` or by a
-        reducer still running) stay for good: each is looked at once. Newest first: a
-        container is memoized after what it holds, and dropping it first leaves its parts
-        to the memo alone (the state tuple of a `TensorProperties`)."""
-        for key in reversed(self._unswept):
+        reducer still running) stay for good: each is looked at once. Those never held
+        twice go first: an entry is memoized before its state, and while memoized it holds
+        its sizes (a streamed entry, once written, is held by nothing else). Then newest
+        first: a tuple is memoized after what it holds, and dropping it first leaves its
+        parts to the memo alone (the state tuple of a `TensorProperties`)."""
+        shared = []
+        for key in self._unswept:
+            if _never_shared(self.memo[key][1]):
+                del self.memo[key]
+            else:
+                shared.append(key)
+        for key in reversed(shared):
             obj = self.memo[key][1]
-            if _never_shared(obj) or sys.getrefcount(obj) <= _MEMO_ONLY + 1:  # + `obj`
+            if sys.getrefcount(obj) <= _MEMO_ONLY + 1:  # + `obj`
                 del self.memo[key]
         self._unswept.clear()
 
