@@ -93,7 +93,7 @@ def check_against_config(
     except HFConfigError as err:
         report.add_error(config_file, err)
         return
-    _check_config_against_record(paths, reader, report, config_file, root)
+    _check_config_against_record(paths, reader, report, config_file, root, hf_config)
     if report.deep:  # imports transformers (seconds): not in the checks before each export
         _check_config_loads(report, config_file, root)
     from mfsdp_ckpt.convert.fused_experts import hub_expert_names
@@ -161,7 +161,7 @@ def check_lora_against_config(
     except (CheckpointFileError, HFConfigError) as err:
         report.add_error(config_file, err)
         return
-    _check_config_against_record(paths, reader, report, config_file, root)
+    _check_config_against_record(paths, reader, report, config_file, root, hf_config)
     pairs: dict[str, dict[str, str]] = {}
     for key in roots.weight_keys(reader.tensors):
         parsed = parse_adapter_key(roots.module_path(key))
@@ -253,25 +253,44 @@ def _check_config_against_record(
     report: ValidationReport,
     config_file: Path,
     root: str | os.PathLike,
+    hf_config: str | os.PathLike | None,
 ) -> None:
     """A config.json that contradicts the model the checkpoint's own record describes
-    (Bridge's run_config.yaml, Megatron-LM's args) gives tensors of the same shapes a wrong
-    q/k/v split or cut vocabulary: export refuses it, so validate must not pass it. A
-    record that derives no config leaves it uncompared: a warning says so. A record that
-    cannot be read, or states a damaged value, is an error naming it (export refuses it),
-    said once where another check already named the same place (an `args` pickle)."""
+    (Bridge's run_config.yaml, Megatron-LM's args, verl's transformer_config.json) gives
+    tensors of the same shapes a wrong q/k/v split or cut vocabulary: export refuses it, so
+    validate must not pass it. The record is held to it by the calls export makes, in their
+    order (`refuse_uncomputable`, then `contradiction`), so the error is export's line: a
+    setting no config.json computes names the record first and the config (`--hf-config
+    FILE` when given) after. A record that derives no config leaves it uncompared: a
+    warning says so. A record that cannot be read, or states a damaged value, is an error
+    naming it (export refuses it), said once where another check already named the same
+    place (an `args` pickle)."""
     from mfsdp_ckpt.convert.hf_config import read_config_json
-    from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
+    from mfsdp_ckpt.convert.megatron_config import MegatronConfigError
+    from mfsdp_ckpt.convert.record_agreement import (
+        OWN_CONFIG_REMEDY,
+        contradiction,
+        refuse_uncomputable,
+        unchecked_note,
+    )
 
+    named = f"--hf-config {config_file}" if hf_config is not None else str(config_file)
     try:
-        found = contradiction(read_config_json(config_file, root)[1], paths, reader)
+        given = read_config_json(config_file, root)[1]
+        refuse_uncomputable(given, paths, reader, named)
+        found = contradiction(given, paths, reader)
+    except MegatronConfigError as err:  # the record's setting, in export's line
+        report.add_error(error_location(err, paths.root), err)
+        return
     except (CheckpointFormatError, CheckpointFileError) as err:
         where = error_location(err, paths.root)
         if not _already_wrong(report, where):
             report.add_error(where, err)
         return
     if found is not None:
-        report.add(ERROR, config_file, found)
+        # the checkpoint's own config.json: export's line, its remedy included
+        remedy = f"; {OWN_CONFIG_REMEDY}" if hf_config is None else ""
+        report.add(ERROR, config_file, f"{found}{remedy}")
     elif (unchecked := unchecked_note(paths, reader)) is not None:
         report.add(WARNING, config_file, unchecked)
 
@@ -312,6 +331,26 @@ def _check_mapped_against_config(
     the vocab_size export writes where the record proves fewer rows than the config names
     (`recorded_vocab`), whose tokenizer (read inside `root`) must then fit them."""
     from mfsdp_ckpt.convert.export_source import load_config
+
+    def config() -> JsonConfig | PretrainedConfig:
+        loaded = load_config(config_file)
+        return _vocab_fitted(paths, reader, report, loaded, config_file.parent, root)
+
+    _check_plan(paths, reader, report, config_file, config)
+
+
+def _vocab_fitted(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    loaded: JsonConfig | PretrainedConfig,
+    tokenizer_dir: Path | None,
+    root: str | os.PathLike,
+) -> JsonConfig | PretrainedConfig:
+    """`loaded` with the vocab_size export writes where the record proves fewer rows than
+    it names (`recorded_vocab`, as `fit_config_file` fits the config export writes, given or
+    derived); the tokenizer.json export copies from `tokenizer_dir` (read inside `root`)
+    must then name no token past the rows, else an error naming it."""
     from mfsdp_ckpt.convert.recorded_vocab import (
         TOKENIZER_FILE,
         fitted_config,
@@ -319,33 +358,34 @@ def _check_mapped_against_config(
         vocab_fit,
     )
 
-    def config() -> JsonConfig | PretrainedConfig:
-        loaded = load_config(config_file)
-        fit = vocab_fit(paths, reader, getattr(loaded, "vocab_size", None))
-        if fit is not None:
-            try:
-                problem = too_many_tokens(config_file.parent, root, fit.rows)
-            except CheckpointFileError:  # named by the checks of the files export copies
-                problem = None
-            if problem is not None:
-                where = config_file.parent / TOKENIZER_FILE  # the file it counted
-                report.add(ERROR, where, problem.removeprefix(f"{where}: "))
-        return fitted_config(loaded, fit)
-
-    _check_plan(paths, reader, report, config_file, config)
+    fit = vocab_fit(paths, reader, getattr(loaded, "vocab_size", None))
+    if fit is not None and tokenizer_dir is not None:
+        try:
+            problem = too_many_tokens(tokenizer_dir, root, fit.rows)
+        except CheckpointFileError:  # named by the checks of the files export copies
+            problem = None
+        if problem is not None:
+            where = tokenizer_dir / TOKENIZER_FILE  # the file it counted
+            report.add(ERROR, where, problem.removeprefix(f"{where}: "))
+    return fitted_config(loaded, fit)
 
 
 def _check_against_recorded_config(
     paths: layout.CheckpointPaths, reader: CheckpointReader, report: ValidationReport
 ) -> None:
     """Without a Hugging Face config, the one the checkpoint's own record implies
-    (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
-    that describes a model no family here computes (LayerNorm, a sigmoid MoE router) or
-    lacks the sizes, or no record, leaves the check out: the checkpoint is not damaged by
-    it, but the verdict must not read as if its shapes were checked (a warning says so).
-    One that cannot be read (a pickle naming os.system, bad YAML) is an error."""
-    from mfsdp_ckpt.convert.export_source import json_config
-    from mfsdp_ckpt.convert.hf_config import HFConfigError
+    (Megatron-LM's args, Megatron-Bridge's run_config.yaml, verl's transformer_config.json),
+    derived by the call export makes (`recorded_config`), so what export refuses fails here
+    in export's own line: a record of a model no family here computes (LayerNorm, a sigmoid
+    MoE router) or stating a value of the wrong kind is an error naming the record and the
+    key, as is one that cannot be read (a pickle naming os.system, bad YAML). A record that
+    lacks the sizes, or no record, leaves the check out: export asks for --hf-config there
+    (exit 2, input it lacks, not a fault of the checkpoint), and the verdict must not read
+    as if the shapes were checked (a warning says so). The weights are held to the derived
+    config as export holds them: more layers than stored said as that one fact, the
+    vocab_size fitted to rows the record proves (`_vocab_fitted`), then the plan."""
+    from mfsdp_ckpt.convert.export_source import config_json_location, json_config
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, layers_beyond_checkpoint
     from mfsdp_ckpt.convert.megatron_config import MegatronConfigError, MegatronSettingsMissing
     from mfsdp_ckpt.convert.megatron_record import recorded_config
 
@@ -355,7 +395,7 @@ def _check_against_recorded_config(
         report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err.lacking()}")
         return
     except MegatronConfigError as err:
-        report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err}")
+        report.add_error(error_location(err, paths.root), err)
         return
     except (CheckpointFormatError, CheckpointFileError) as err:
         where = error_location(err, paths.root)
@@ -366,12 +406,17 @@ def _check_against_recorded_config(
         report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
         return
     record = derived
+    # more layers than stored: said first as that one fact, as export says it
+    beyond = layers_beyond_checkpoint(record.config["num_hidden_layers"], reader.tensors)
+    if beyond is not None:
+        report.add(ERROR, config_json_location(record.source), beyond)
 
     def config() -> JsonConfig | PretrainedConfig:
         made = json_config(record.config, record.source)
         if made is None:  # every family a record maps to has a name_maps table
             raise HFConfigError(f"{record.source}: no name table for {record.config['model_type']}")
-        return made
+        # Megatron-Bridge's tokenizer/ is what export copies beside the derived config
+        return _vocab_fitted(paths, reader, report, made, paths.tokenizer_dir, paths.root)
 
     _check_plan(paths, reader, report, derived.source, config)
 

@@ -36,7 +36,11 @@ from mfsdp_ckpt.convert.megatron_config import (
 )
 from mfsdp_ckpt.convert.megatron_record import recorded_config
 from mfsdp_ckpt.convert.name_maps import model_tensors
-from mfsdp_ckpt.convert.record_agreement import contradiction, refuse_uncomputable
+from mfsdp_ckpt.convert.record_agreement import (
+    OWN_CONFIG_REMEDY,
+    contradiction,
+    refuse_uncomputable,
+)
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.hub_id import missing_hf_config
@@ -156,9 +160,7 @@ def refuse_config_against_record(
         raise ExportUsageError(
             f"--hf-config {config_file}: {found}; pass the model dir the run started from{left_out}"
         )
-    raise CheckpointFormatError(
-        f"{config_file}: {found}; pass --hf-config with the model dir the run started from"
-    )
+    raise CheckpointFormatError(f"{config_file}: {found}; {OWN_CONFIG_REMEDY}")
 
 
 def _records_its_model(source: ExportSource, paths: layout.CheckpointPaths | None) -> bool:

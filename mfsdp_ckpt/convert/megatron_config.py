@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
+from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
 
@@ -524,6 +524,10 @@ def hf_config_from_megatron(
         config["rope_scaling"] = rope_scaling
     if moe:
         config.update(_moe_config(values, where, family, config["num_hidden_layers"]))
+    try:  # the bounds any config.json is held to (layers, experts in all): here the record's
+        check_geometry(config, str(where))
+    except HFConfigError as err:  # a record's value, not a config the user gave: exit 1
+        raise MegatronConfigError(str(err)) from None
     return DerivedConfig(config, notes, vocab_recorded=values["vocab_size"] is not None)
 
 

@@ -92,8 +92,10 @@ _LAYOUT_KEYS = {
 # vocab_size is refused only when smaller than the record's (`disagreements`)
 _VOCAB_CUT = "rows past its vocabulary would be dropped as padding"
 _TRAINED_WITH = "the weights were trained with the record's values"
+# How a line refusing the checkpoint's own config.json (no --hf-config given) ends, in
+# export-hf and validate alike: the remedy is a config of the run's model, given
+OWN_CONFIG_REMEDY = "pass --hf-config with the model dir the run started from"
 _COMPUTES = "the same weights would compute another model"
-_NO_CONFIG_STATES = "no config.json makes the weights compute the record's setting"
 # transformers' head_dim where config.json leaves it out, for a family whose default is not
 # hidden / heads (Qwen3Config: 128)
 _FAMILY_HEAD_DIM = {"qwen3": 128}
@@ -113,7 +115,8 @@ def contradiction(
     record that describes no model exported here is compared on what it holds;
     `unchecked_note` says what was left uncompared). Raises CheckpointFormatError /
     CheckpointFileError for a record that cannot be read or states a damaged value (module
-    docstring)."""
+    docstring). A setting no config.json computes is `refuse_uncomputable`'s, which export
+    and validate call first: its line names the record, not the config."""
     derived = _record(paths, reader)[0]
     if derived is None:
         return _against_own_config(given, paths)
@@ -124,7 +127,6 @@ def contradiction(
         found += _value_findings(given, recorded)
         if "model_type" in derived.config:  # derived: what it sets from the record
             found += _behaviour_findings(given, derived, recorded)
-        found += [(what, _NO_CONFIG_STATES) for what in _uncomputable(given, recorded)]
     if not found:
         return _against_own_config(given, paths)
     return f"{_joined(found)}: not the model {derived.source} records ({_reasons(found)})"

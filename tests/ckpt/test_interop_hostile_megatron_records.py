@@ -61,7 +61,7 @@ def _run_all(run: Path, out: Path) -> dict[str, tuple[int, str, str, float]]:
 
 def _assert_refused(results, words: str, out: Path) -> None:
     """export exits 1 naming the key; inspect shows why no config was derived; validate
-    does not check shapes against it; each within the bound."""
+    fails in export's line; each within the bound."""
     code, stdout, err, _took = results["export-hf"]
     assert code == 1 and words in one_error_line(err), stdout + err
     assert not out.exists()
@@ -69,7 +69,7 @@ def _assert_refused(results, words: str, out: Path) -> None:
     problem = json.loads(stdout)["recorded_model"]["problem"]
     assert code == 0 and words in problem and "\n" not in problem, stdout + err
     code, stdout, err, _ = results["validate"]
-    assert code == 0, stdout + err
+    assert code == 1 and one_error_line(results["export-hf"][2]) in stdout, stdout + err
     assert all(r[3] < BOUND_S for r in results.values()), {k: r[3] for k, r in results.items()}
 
 
