@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainer.config import ModelConfig
 from trainer.machines_agree import Read, check_same_reads, on_several_machines
 from trainer.model_source import resolve_model_source
+from trainer.resume import Row, RowPart, rows_digests
 
 SHOWN_HEX = 12  # digest hex digits a line shows: 48 bits, enough to tell two reads apart
 
@@ -49,6 +50,30 @@ def check_machines_read_alike(
     reads = [tokenizer_read(model, tokenizer), model_config_read(model, hf_config)]
     reads += [rows_read(key, rows, digests) for key, (rows, digests) in splits.items()]
     check_same_reads(reads)
+
+
+def check_splits_read_alike(
+    model: ModelConfig,
+    tokenizer: Any,
+    hf_config: Any,
+    splits: tuple[Sequence[Row], Sequence[Row]],
+    parts: Callable[[Row], Sequence[RowPart]],
+) -> tuple[int, int, int]:
+    """`check_machines_read_alike` for a run's (train, val) rows as `rows_digests` sees
+    each row through `parts`, the one call SFT and GRPO make once their data are read.
+    Returns the training rows' digests, which the run's trainer state records."""
+    train, val = splits
+    digests = rows_digests(train, parts)
+    check_machines_read_alike(
+        model,
+        tokenizer,
+        hf_config,
+        {
+            "data.train_files": (len(train), digests),
+            "data.val_files": (len(val), rows_digests(val, parts)),
+        },
+    )
+    return digests
 
 
 def rows_read(key: str, rows: int, digests: Sequence[int]) -> Read:

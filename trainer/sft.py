@@ -28,7 +28,7 @@ from trainer.data.chat import Example
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.grpo.aggregation import LossNormalization
-from trainer.machines_read import check_machines_read_alike
+from trainer.machines_read import check_splits_read_alike
 from trainer.metrics import MetricsLogger, bar_postfix
 from trainer.model import (
     build_hf_config,
@@ -41,7 +41,7 @@ from trainer.model import (
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
-from trainer.resume import RunKind, rows_digests
+from trainer.resume import RunKind
 from trainer.runner import (
     RunResult,
     StepHooks,
@@ -260,15 +260,8 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         cfg.trainer.seed,
         progress=draws_bars(env.is_main and cfg.trainer.progress_bar),
     )
-    digests = rows_digests(train, _trained_tokens)
-    check_machines_read_alike(
-        cfg.model,
-        tokenizer,
-        hf_config,
-        {
-            "data.train_files": (len(train), digests),
-            "data.val_files": (len(val), rows_digests(val, _trained_tokens)),
-        },
+    digests = check_splits_read_alike(
+        cfg.model, tokenizer, hf_config, (train, val), _trained_tokens
     )
     batch_size = cfg.data.global_batch_size
     total_steps = planned_steps(

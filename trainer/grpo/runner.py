@@ -56,7 +56,7 @@ from trainer.grpo.reward_rules import manifest_info as reward_rules_info
 from trainer.grpo.reward_rules import warn_of_rule_changes
 from trainer.grpo.weights import iter_full_weights, iter_merged_weights
 from trainer.lora import adapters_disabled, is_lora_model, lora_enabled, lora_scales
-from trainer.machines_read import check_machines_read_alike
+from trainer.machines_read import check_splits_read_alike
 from trainer.metrics import MetricsLogger
 from trainer.model import (
     build_hf_config,
@@ -67,7 +67,7 @@ from trainer.model import (
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
-from trainer.resume import RunKind, rows_digests
+from trainer.resume import RunKind
 from trainer.rewards.custom import RewardFunctionError
 from trainer.rewards.dispatch import RewardScorer, Scores
 from trainer.rollout.base import RolloutEngine, SamplingParams
@@ -563,16 +563,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             limit=cfg.data.val_max_samples,
             custom_reward=custom,
         )[0]
-    digests = rows_digests(train, _own_values)
-    check_machines_read_alike(
-        cfg.model,
-        tokenizer,
-        hf_config,
-        {
-            "data.train_files": (len(train), digests),
-            "data.val_files": (len(val), rows_digests(val, _own_values)),
-        },
-    )
+    digests = check_splits_read_alike(cfg.model, tokenizer, hf_config, (train, val), _own_values)
     batch_size = cfg.data.train_batch_size
     total_steps = planned_steps(
         cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
