@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.export_errors import ExportError
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_plan import convert, plan_export
 from mfsdp_ckpt.convert.export_source import JsonConfig, source_for
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
@@ -87,12 +87,14 @@ def open_base(
     them is not read; its files may lead anywhere, as in training), or a checkpoint's
     (`CheckpointBase`, read with `config`), after checking that the base on disk is, byte
     for byte, the one the adapter was trained on (hashing all of it, reported to
-    `progress`). ExportError naming why where there is nothing to merge onto."""
+    `progress`). ExportError naming why where the base on disk cannot be merged onto;
+    ExportUsageError (exit 2) for a random-init base: the checkpoint is sound (validate
+    passes it) and its adapter exports as asked with --adapter-only."""
     weights = base_weights_dir(base)
     if weights is None:
-        raise ExportError(
-            "the base model was a random init: there is nothing to merge onto "
-            "(export the adapter with --adapter-only)"
+        raise ExportUsageError(
+            "the base model was a random init: there is nothing to merge onto;"
+            " give --adapter-only to export the adapter alone"
         )
     assert base is not None  # a dir is named by a record only
     errors, notes = base_model_problems(base, deep=True, progress=progress)
