@@ -406,9 +406,9 @@ def _check_recorded(
         report.add(
             WARNING,
             f"[{first}]",
-            f"optimizer state is {kind.name}'s, but the run's record names another optimizer:"
-            f" {recorded.about}, which keeps none; a resume with that setting does not use"
-            " these states",
+            f"optimizer state is {kind.name}'s, but the run's record names an optimizer that"
+            f" keeps none ({recorded.about}); a resume with that setting does not use these"
+            " states",
         )
     return False
 

@@ -197,9 +197,9 @@ def test_states_beside_sgd_without_momentum_are_a_warning_only(tmp_path):
         (
             "warning",
             FIRST,
-            "optimizer state is Adam's, but the run's record names another optimizer:"
-            " optimizer 'sgd' in args without momentum, which keeps none; a resume with that"
-            " setting does not use these states",
+            "optimizer state is Adam's, but the run's record names an optimizer that keeps"
+            " none (optimizer 'sgd' in args without momentum); a resume with that setting"
+            " does not use these states",
         )
     ]
     code, _, err = _cli("validate", run, "--strict")
