@@ -132,18 +132,23 @@ class RowOrigins:
         """Row `index` with every column its file has, read again from the file: rows are
         read through the caller's columns only (`read_rows_with_origins`), and an error
         about a column a row lacks names what the row holds instead and what reads such a
-        table (`table_kinds`). Read alone: its line, its parquet row group, or its .json.
-        The row as `read` where the whole is refused (an unread column past the budget)."""
+        table (`table_kinds`). Read alone: its line, its parquet row group, or its .json;
+        a JSON row's unread keys are not checked (`_read_jsonl`'s `checked`), as they were
+        not when it was read. A parquet row group refused read whole (an unread column past
+        the budget: a compression bomb) gives the row as `read` with every other column of
+        the file's schema, read without decoding a row, as None: the error named no
+        column ("found: none") where the file has several."""
         file, local = self._place(index)
         path, lines = Path(self.files[file]), self.lines[file]
+        parquet = lines is None and path.suffix.lower() == ".parquet"
         try:
             if lines is not None:
-                return _read_jsonl(path, None, only_line=lines[local])[0][0]
-            if path.suffix.lower() == ".parquet":
+                return _read_jsonl(path, None, only_line=lines[local], checked=read)[0][0]
+            if parquet:
                 return _read_parquet(path, None, only_row=local)[0]
-            return _read_json(path, None)[0][local]
+            return _read_json(path, None, checked=read)[0][local]
         except DataFileError:
-            return read
+            return {name: read.get(name) for name in _parquet_columns(path)} if parquet else read
 
 
 def read_rows_with_origins(
@@ -387,6 +392,20 @@ def _row_groups(footer: Any, only_row: int | None) -> tuple[list[int], int]:
     raise IndexError(f"row {only_row} is past the file's {start} rows")
 
 
+def _parquet_columns(path: Path) -> list[str]:
+    """The names of the columns of the parquet file at `path`, from its footer's schema:
+    no page is read. Its file refused (gone, changed to no parquet file since its rows were
+    read): none."""
+    import pyarrow.parquet as pq
+
+    try:
+        with os.fdopen(safe_files.open_regular(path), "rb") as handle:
+            return list(pq.ParquetFile(handle).schema_arrow.names)
+    except Exception as err:  # pyarrow raises several types for a broken file
+        reraise_if_out_of_memory(err)
+        return []
+
+
 def _rows_of(path: Path, batch: Any) -> list[dict[str, Any]]:
     """The rows of a measured `batch`, made from plain arrays: faster than from dictionary
     ones, which a column stored as a dictionary type is read as even when not asked to."""
@@ -543,14 +562,17 @@ def _decoded_bytes(array: Any) -> int:
     return int(array.nbytes)
 
 
-def _read_json(path: Path, read: Collection[str] | None) -> Rows:
+def _read_json(
+    path: Path, read: Collection[str] | None, checked: Collection[str] | None = None
+) -> Rows:
     """A `.json` file: one document, an array of objects (what pandas' `to_json(orient=
     "records")` and `json.dump(rows)` write) or a single object (one MATH problem file, often
     pretty-printed); else one object per line, as a `.jsonl` (datasets' `to_json` writes
     lines under this name). Read line by line, the first two were "line 1: not valid JSON".
     A file past MAX_JSONL_LINE_BYTES is read as lines only (each bounded), so a huge or sparse
     file is never read whole; an array that large is refused, naming .jsonl. A row keeps
-    only its keys in `read` (None: all)."""
+    only its keys in `read` (None: all); `checked`, where given, names the keys searched
+    for a lone surrogate (`_refuse_lone_surrogate`), else those kept."""
     with open(path, "rb") as handle:
         raw = handle.read(MAX_JSONL_LINE_BYTES + 1)
     if len(raw) > MAX_JSONL_LINE_BYTES:
@@ -559,16 +581,16 @@ def _read_json(path: Path, read: Collection[str] | None) -> Rows:
                 f"{path}: a JSON array of more than {MAX_JSONL_LINE_BYTES} bytes; write its"
                 " rows one object per line (.jsonl)"
             )
-        return _read_jsonl(path, read)
+        return _read_jsonl(path, read, checked=checked)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return _read_jsonl(path, read)  # names the line holding the bad bytes
+        return _read_jsonl(path, read, checked=checked)  # names the line holding the bad bytes
     crowded = too_many_containers(text, MAX_ROW_CONTAINERS, "one .json document")
     if crowded is not None:
         if text.lstrip().startswith("["):
             raise DataFileError(f"{path}: {crowded}; write its rows one object per line (.jsonl)")
-        return _read_jsonl(path, read)  # one object per line, each bounded alike
+        return _read_jsonl(path, read, checked=checked)  # one object per line, each bounded alike
     try:
         document = loads_unique(text)
     except DuplicateKeyError as err:
@@ -576,7 +598,7 @@ def _read_json(path: Path, read: Collection[str] | None) -> Rows:
     except json.JSONDecodeError as err:
         if text.lstrip().startswith("["):  # an array cut short or broken: not lines
             raise DataFileError(f"{path}: not valid JSON ({json_error_words(err, text)})") from err
-        return _read_jsonl(path, read)
+        return _read_jsonl(path, read, checked=checked)
     except NestingError:  # before ValueError, which it is: no integer line to name
         raise DataFileError(f"{path}: JSON nested too deeply") from None
     except ValueError as err:  # an integer past Python's digit limit, which json cannot place
@@ -593,7 +615,7 @@ def _read_json(path: Path, read: Collection[str] | None) -> Rows:
             )
         rows[index] = row = _kept(row, read)
         if escaped:
-            _refuse_lone_surrogate(row, row_in_table(path, index))
+            _refuse_lone_surrogate(_kept(row, checked), row_in_table(path, index))
     return rows, None
 
 
@@ -622,10 +644,17 @@ def _refuse_lone_surrogate(row: dict[str, Any], where: str) -> None:
         )
 
 
-def _read_jsonl(path: Path, read: Collection[str] | None, only_line: int | None = None) -> Rows:
+def _read_jsonl(
+    path: Path,
+    read: Collection[str] | None,
+    only_line: int | None = None,
+    checked: Collection[str] | None = None,
+) -> Rows:
     """One JSON object per line, each keeping its keys in `read` (None: all), and the line
     of each; lines are decoded one by one so bad bytes name their line. `only_line`: the
-    row of that line (1-based) alone, the others not parsed.
+    row of that line (1-based) alone, the others not parsed. `checked`: the keys searched
+    for a lone surrogate (None: those kept): a row read again whole for an error
+    (`RowOrigins.whole_row`) is checked as it was read, through the columns the run reads.
     A key given twice in an object is refused (Python's json keeps the last silently). A
     UTF-8 byte order mark opening the file (Windows editors and PowerShell write one) is no
     content and is skipped, as `utf-8-sig` would; Python's json refuses it."""
@@ -666,7 +695,7 @@ def _read_jsonl(path: Path, read: Collection[str] | None, only_line: int | None 
                 raise DataFileError(f"{path}:{number}: expected a JSON object per line")
             row = _kept(row, read)
             if _SURROGATE_ESCAPE.search(line):
-                _refuse_lone_surrogate(row, f"{path}:{number}")
+                _refuse_lone_surrogate(_kept(row, checked), f"{path}:{number}")
             rows.append(row)
             lines.append(number)
     return rows, tuple(lines)

@@ -115,9 +115,9 @@ def test_a_row_without_the_prompt_is_named_with_every_column_it_has(tmp_path, su
     )
 
 
-def test_a_row_of_a_file_too_big_read_whole_is_named_with_the_columns_read(tmp_path, monkeypatch):
+def test_a_row_of_a_file_too_big_read_whole_is_named_with_its_schema_columns(tmp_path, monkeypatch):
     """Read again whole for the error, the file is past its budget (an unread column of
-    long text): the error names the columns read, not the budget."""
+    long text): the error names every column of the file's schema, not the budget."""
     monkeypatch.setattr(files, "DECODED_FLOOR", 1 << 20)
     path = tmp_path / "notes.parquet"
     notes = ["a" * 30_000 + str(index) for index in range(300)]
@@ -125,4 +125,6 @@ def test_a_row_of_a_file_too_big_read_whole_is_named_with_the_columns_read(tmp_p
     pq.write_table(pa.table({"extra_info": extra, "notes": notes}), path, compression="zstd")
     with pytest.raises(RLDataError) as refused:
         load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer())
-    assert str(refused.value) == f"{path} row 1: no 'prompt' column (found ['extra_info'])"
+    assert str(refused.value) == (
+        f"{path} row 1: no 'prompt' column (found ['extra_info', 'notes'])"
+    )
