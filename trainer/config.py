@@ -183,8 +183,9 @@ class DataConfig:
     prompt_key: str = "prompt"
     response_key: str = "response"
     # which columns a row's chat is read from (verl's data.multiturn.enable true / false):
-    # auto reads messages_key where a row has it, unless prompt/response keys are set
-    # (trainer/data/chat_source.py)
+    # auto reads messages_key where a row has it, unless prompt/response keys are set; not
+    # given, it is prompt_response where the file or an override gives data.prompt_key or
+    # response_key, at any value (`_named_chat_columns`; trainer/data/chat_source.py)
     chat_columns: Literal["auto", "messages", "prompt_response"] = "auto"
     # verl's: fields to descend into when prompt_key / response_key name a struct column
     # (verl's GSM8K SFT example: extra_info with prompt_dict_keys [question], response [answer])
@@ -729,7 +730,22 @@ def _build_config(cls: type[T], tree: dict[str, Any], source: str) -> T:
         section, prefix, key, value = unknown
         said = unknown_key_message(section, prefix, key, source, command, value, root=cls)
         raise ConfigError(said)
-    return build_section(cls, tree, "", source, command)
+    return build_section(cls, _named_chat_columns(cls, tree), "", source, command)
+
+
+def _named_chat_columns(cls: type, tree: dict[str, Any]) -> dict[str, Any]:
+    """`tree` (the keys given: file and overrides) with `data.chat_columns: prompt_response`
+    where it gives `data.prompt_key` or `data.response_key`, at any value, and no
+    chat_columns: `prompt_key: prompt` written out is the default's value, and read by
+    value a row's `messages` trained over the prompt the user named. A config.yaml a run
+    writes gives chat_columns, so it reads back as that run read its rows."""
+    data = tree.get("data")
+    kind = typing.get_type_hints(cls).get("data")
+    if not (isinstance(kind, type) and issubclass(kind, DataConfig) and isinstance(data, dict)):
+        return tree
+    if "chat_columns" in data or not {"prompt_key", "response_key"} & data.keys():
+        return tree
+    return {**tree, "data": {**data, "chat_columns": "prompt_response"}}
 
 
 def _first_unknown_key(

@@ -5,7 +5,10 @@ A table may hold both: a `messages` column kept beside `extra_info`, UltraChat's
 beside its `messages`. verl trains what its config picks (`data.multiturn.enable`, false by
 default: SFTDataset reads the prompt and response), and here a row's messages won over the
 prompt and response keys a config named, silently. `data.chat_columns` picks (verl's key
-sets it); left auto, named prompt or response keys pick them, and otherwise a row's
+sets it). Left out of a config that gives `data.prompt_key` or `response_key` (at any
+value, the default's too), the loader makes it `prompt_response` (trainer/config.py's
+`_named_chat_columns`: only it sees which keys were given). Otherwise `auto`: prompt or
+response keys other than the default, or their dict keys, pick them, and otherwise a row's
 messages train where it has them, a note saying so when rows hold both.
 """
 
@@ -24,9 +27,10 @@ AUTO, MESSAGES, PROMPT_RESPONSE = "auto", "messages", "prompt_response"
 
 
 def chat_source(cfg: DataConfig) -> str:
-    """`data.chat_columns`; left auto, `prompt_response` where the config names the prompt or
-    response (a `data.prompt_key` / `response_key` other than the default, or their dict
-    keys), as verl's SFTDataset reads them, else auto: a row's messages where it has them."""
+    """`data.chat_columns`; auto (given so, or left out of a config naming no prompt or
+    response key), `prompt_response` where the config's values name the prompt or response
+    (a `data.prompt_key` / `response_key` other than the default, or their dict keys), as
+    verl's SFTDataset reads them, else auto: a row's messages where it has them."""
     if cfg.chat_columns != AUTO:
         return cfg.chat_columns
     default = DataConfig()
