@@ -208,11 +208,11 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
     _refuse_template_arguments(row)
     if _reads_messages(row, columns) and row.get(columns.messages) is not None:
-        messages = checked_turns(row[columns.messages], tool_calls_without_content=True)
+        messages = _turns_in(row[columns.messages], columns.messages)
     elif columns.source != "messages" and columns.prompt in row and columns.response in row:
         prompt, prompt_at = _field(row, columns.prompt, columns.prompt_fields)
         turns = (
-            checked_turns(prompt, tool_calls_without_content=True)
+            _turns_in(prompt, prompt_at)
             if isinstance(prompt, (list, tuple))
             else [{"role": "user", "content": _text(prompt, prompt_at, "prompt")}]
         )
@@ -225,9 +225,23 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         )
     else:
         raise NoChatColumns(no_chat_columns(row, columns))
+    if not messages:  # only a messages column can be empty: a response is a turn
+        raise ChatFormatError(f"the '{columns.messages}' cell is an empty list: no chat turns")
     if not any(turn["role"] == "assistant" for turn in messages):
-        raise ChatFormatError("the conversation has no assistant turn to learn from")
+        raise ChatFormatError(
+            f"the conversation has no assistant turn to learn from ('{columns.messages}')"
+        )
     return messages
+
+
+def _turns_in(value: Any, column: str) -> list[dict]:
+    """The chat turns `value` of the row's `column` (`checked_turns`), refused naming the
+    column: a row reads turns from its messages or its prompt, and the error ("each chat
+    turn needs 'role' and 'content', found 1") said which of them only by its value."""
+    try:
+        return checked_turns(value, tool_calls_without_content=True)
+    except ChatFormatError as err:
+        raise ChatFormatError(f"'{column}': {err}") from None
 
 
 class NoChatColumns(ChatFormatError):
