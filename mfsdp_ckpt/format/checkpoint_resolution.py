@@ -63,7 +63,7 @@ from mfsdp_ckpt.format.layout import (
     step_dir,
 )
 from mfsdp_ckpt.format.left_step_names import refuse_left_step
-from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
+from mfsdp_ckpt.format.manifest_owner import is_mfsdp_manifest
 from mfsdp_ckpt.format.newer_steps import newer_than_tracked
 from mfsdp_ckpt.format.path_refusals import (
     check_is_dir,
@@ -193,19 +193,21 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     names = children(given)
     refuse_foreign_format(given, names)
     if is_dcp(given):
-        return _unread_manifest_noted(from_dcp_dir(given, role))
+        return _ours_where_manifest_beside(from_dcp_dir(given, role))
     if ITER_DIR_RE.match(given.name):  # Megatron saves its DCP files into iter_N/ itself
         raise missing_dcp(given)
     if VERL_CONTENTS_FILE in names and DIST_CKPT_DIR in names and VERL_MODEL_DIR in names:
         return _from_migrated_role_dir(given, role)
     if DIST_CKPT_DIR in names and is_dcp(given / DIST_CKPT_DIR):
-        return _unread_manifest_noted(from_dcp_dir(given / DIST_CKPT_DIR, role))
+        return _ours_where_manifest_beside(from_dcp_dir(given / DIST_CKPT_DIR, role))
     if given.name == DIST_CKPT_DIR or (
         DIST_CKPT_DIR in names and is_dir(given / DIST_CKPT_DIR) and not _holds_roles(given)
     ):
         dcp = given if given.name == DIST_CKPT_DIR else given / DIST_CKPT_DIR
-        if parse_step_dir_name(dcp.parent.name) is not None and is_ours(dcp.parent):
-            return from_dcp_dir(dcp, role)  # ours: validate names what the manifest lacks
+        if _our_manifest_beside(dcp) or (
+            parse_step_dir_name(dcp.parent.name) is not None and is_ours(dcp.parent)
+        ):  # ours: validate names what the manifest lacks
+            return _ours_where_manifest_beside(from_dcp_dir(dcp, role))
         refuse_foreign_format(dcp, children(dcp))
         raise missing_dcp(dcp)
     if VERL_CONTENTS_FILE in names or (
@@ -236,26 +238,25 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     raise not_a_checkpoint(given)
 
 
-def _unread_manifest_noted(paths: CheckpointPaths) -> CheckpointPaths:
-    """`paths` with a note where they are a bare `dist_ckpt/` beside a manifest.json that
-    could not be read (a step of ours copied under a name that is no step's, `best/`, its
-    manifest damaged or written by a newer mfsdp): the checkpoint is read without it, and
-    "no manifest" alone hid that one is there, and why it went unread."""
-    manifest = paths.dist_ckpt.parent / MANIFEST_FILE
-    if paths.kind != BARE_DCP or paths.dist_ckpt.name != DIST_CKPT_DIR:
+def _ours_where_manifest_beside(paths: CheckpointPaths) -> CheckpointPaths:
+    """`paths` as a step of ours where they are a bare `dist_ckpt/` beside a manifest.json:
+    a step copied under a name that is no step's (`best/`, `ck/`) is ours whatever it is
+    called, so its manifest is read by the rule of a `global_step_N`, by every reader
+    (validate, inspect, export, a resume): damage refused naming the file, a newer mfsdp's
+    "upgrade mfsdp", exit 1. `from_dcp_dir` takes such a step for ours only where its
+    manifest reads; one damaged or from a newer mfsdp left it a bare dist_ckpt whose file
+    hashes nothing checked, and validate --deep passed flipped tensor bytes. Another
+    tool's manifest.json there leaves it bare (`manifest_owner`)."""
+    if paths.kind != BARE_DCP or not _our_manifest_beside(paths.dist_ckpt):
         return paths
-    if not os.path.lexists(manifest):  # a bare dist_ckpt indeed
-        return paths
-    try:
-        read_manifest(manifest)
-    except (ManifestError, OSError, ValueError) as err:
-        why = str(err).removeprefix(f"{manifest}: ")
-        return noted(
-            paths,
-            f"{manifest} is there but unreadable ({why}), so {paths.dist_ckpt} is read as"
-            " a bare dist_ckpt without it: its file hashes are not checked",
-        )
-    return paths
+    step = paths.dist_ckpt.parent
+    return replace(paths, step_dir=step, run_dir=step.parent, kind=MFSDP)
+
+
+def _our_manifest_beside(dcp: Path) -> bool:
+    """Whether `dcp` is a `dist_ckpt/` beside a manifest.json mfsdp wrote, damaged or not."""
+    manifest = dcp.parent / MANIFEST_FILE
+    return dcp.name == DIST_CKPT_DIR and os.path.lexists(manifest) and is_mfsdp_manifest(manifest)
 
 
 def _holds_roles(directory: Path) -> bool:

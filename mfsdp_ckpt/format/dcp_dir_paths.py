@@ -89,7 +89,8 @@ def from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
 
 def _step_in_our_manifest_beside(dcp: Path) -> int | None:
     """The step the manifest mfsdp wrote beside `dcp` records; None where there is none
-    (another tool's manifest.json there, or a damaged one, leaves it a bare dist_ckpt)."""
+    (another tool's manifest.json there leaves it a bare dist_ckpt; a damaged one of ours is
+    made our step by `checkpoint_resolution`)."""
     from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 
     try:

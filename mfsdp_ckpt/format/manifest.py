@@ -11,8 +11,10 @@ export and a resume read one manifest the same way (a LoRA run's fields: `lora_f
 What a newer mfsdp may write is told apart from damage: a newer `format_version`, a content
 kind or a file-record field this mfsdp does not know (its digest of itself vouching for
 them) is refused as `NewerManifestError`, "written by a newer mfsdp (...): upgrade mfsdp to
-read it", not as a damaged manifest. Still refused (exit 1): nothing here can check what it
-does not know. Unknown top-level and `info` keys are read past, as before.
+read it", not as a damaged manifest. A newer format may write its digest in another form:
+one this mfsdp cannot check leaves a newer version newer, one it checks and finds changed
+is damage. Still refused (exit 1): nothing here can check what it does not know. Unknown
+top-level and `info` keys are read past, as before.
 """
 
 from __future__ import annotations
@@ -91,12 +93,8 @@ class Manifest:
             return data[key]
 
         version = need("format_version", int)
-        if version > FORMAT_VERSION:  # a newer format may change anything, its digest too
-            raise NewerManifestError(
-                _newer_line(
-                    source, f"format_version {version}; this one reads up to {FORMAT_VERSION}"
-                )
-            )
+        if version > FORMAT_VERSION:
+            raise _newer_version(data, source, version)
         _refuse_newer_digest(data, source)
         step, world_size = need("step", int), need("world_size", int)
         strategy = need("strategy", str)
@@ -171,6 +169,20 @@ def _newer(data: dict, source: str, what: str) -> ManifestError:
     if problem is None:
         return NewerManifestError(_newer_line(source, what))
     return ManifestError(f"{source}: {what}, and {problem}")
+
+
+def _newer_version(data: dict, source: str, version: int) -> ManifestError:
+    """The error for a `format_version` past FORMAT_VERSION. A newer format may change
+    anything, the form of its digest too, so a digest this mfsdp cannot read (another
+    algorithm, another shape) or none leaves it newer; but one in a form read here that
+    does not match says damage: one flipped bit turns version 2 into 3, and "upgrade mfsdp"
+    sent the user to an upgrade after which the step still did not read."""
+    what = f"format_version {version}; this one reads up to {FORMAT_VERSION}"
+    try:
+        FileRecord.from_json(data.get(DIGEST_FIELD))
+    except FileRecordError:  # none, or in a form only a newer mfsdp may write
+        return NewerManifestError(_newer_line(source, what))
+    return _newer(data, source, what)
 
 
 def _refuse_newer_digest(data: dict, source: str) -> None:

@@ -3,9 +3,9 @@ a newer `format_version`, a content kind or a file-record field this mfsdp does 
 Each was refused as damage ("unknown contents ['rng']", exit 1). Now each says it was
 written by a newer mfsdp and to upgrade, still exit 1 (nothing here can check it) in
 validate, inspect and a resume; the same edit without the digest resealed is damage, as
-before. A step copied under a name that is no step's (`best/`) with such a manifest was
-read as a bare dist_ckpt saying only "no manifest": it now notes the manifest is there and
-why it went unread."""
+before. A one-bit flip of format_version (2 to 3) with the digest this mfsdp checks not
+matching said "upgrade mfsdp" too: it is damage. A step copied under a name that is no
+step's (`best/`) says the same, exit 1 (test_a_step_copied_as_best_reads_its_manifest.py)."""
 
 from __future__ import annotations
 
@@ -130,18 +130,50 @@ def test_a_digest_of_itself_in_an_unknown_algorithm_says_upgrade(saved, tmp_path
     )
 
 
-def test_a_step_copied_as_best_names_the_manifest_it_could_not_read(saved, tmp_path):
+def test_a_step_copied_as_best_says_upgrade(saved, tmp_path):
     path = _edited(saved, tmp_path, _newer_version, reseal=True)
     best = shutil.copytree(path.parent, tmp_path / "best")
     result = _ckpt("validate", str(best))
-    assert result.exit_code == 0, result.output  # read as a bare dist_ckpt, as before
-    (note,) = [line for line in result.output.splitlines() if line.startswith("note: ")]
-    assert note == (
-        f"note: {best / layout.MANIFEST_FILE} is there but unreadable (written by a newer mfsdp"
-        " (format_version 3; this one reads up to 2): upgrade mfsdp to read it), so"
-        f" {best / layout.DIST_CKPT_DIR} is read as a bare dist_ckpt without it: its file"
-        " hashes are not checked"
+    assert result.exit_code == 1, result.output
+    line = f"{best / layout.MANIFEST_FILE}: written by a newer mfsdp ({NEWER['format_version'][1]})"
+    assert f"error: {line}: upgrade mfsdp to read it" in result.output.splitlines(), result.output
+
+
+def test_a_flipped_format_version_is_damage_not_newer(saved, tmp_path):
+    """Its digest, in an algorithm this mfsdp checks, does not match: the bit that turned 2
+    into 3 is damage, and an upgrade would not read the step either."""
+    path = _edited(saved, tmp_path, _newer_version, reseal=False)
+    with pytest.raises(ManifestError) as raised:
+        read_manifest(path)
+    assert not isinstance(raised.value, NewerManifestError)
+    assert str(raised.value) == (
+        f"{path}: {NEWER['format_version'][1]}, and its fields differ from its {DIGEST_FIELD}"
+        " (changed after it was written: damaged or edited)"
     )
-    shutil.copy(layout.step_dir(saved, STEP) / layout.MANIFEST_FILE, best)  # one it reads
-    result = _ckpt("validate", str(best))
-    assert result.exit_code == 0 and "note: " not in result.output, result.output
+    result = _ckpt("validate", str(path.parent.parent))
+    assert result.exit_code == 1 and f"error: {raised.value}" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "digest",
+    [None, {"size": 1, "blake3": "0" * 64}, "another form"],
+    ids=["none", "unknown algorithm", "another form"],
+)
+def test_a_newer_format_version_whose_digest_cannot_be_checked_says_upgrade(
+    saved, tmp_path, digest
+):
+    """A newer format may write its digest of itself in a form this mfsdp cannot check, or
+    none: nothing says damage, so it is newer."""
+
+    def newer_digest(data: dict) -> None:
+        _newer_version(data)
+        data.pop(DIGEST_FIELD)
+        if digest is not None:
+            data[DIGEST_FIELD] = digest
+
+    path = _edited(saved, tmp_path, newer_digest, reseal=False)
+    with pytest.raises(NewerManifestError) as raised:
+        read_manifest(path)
+    assert str(raised.value) == (
+        f"{path}: written by a newer mfsdp ({NEWER['format_version'][1]}): upgrade mfsdp to read it"
+    )
