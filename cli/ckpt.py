@@ -230,9 +230,10 @@ def _check_hf_config_readable(hf_config: str) -> None:
 
 
 def _verdict(report, strict: bool, deep: bool) -> str:
-    """The one-line verdict; without a manifest it says what that leaves unchecked. Where a
-    run dir's tracker alone failed, it names the run dir, and the step read in its place as
-    valid: "INVALID: RUN/global_step_N/dist_ckpt" sent users to delete a sound step."""
+    """The one-line verdict; without a manifest, or with one that cannot be read, it says
+    what that leaves unchecked and why. Where a run dir's tracker alone failed, it names the
+    run dir, and the step read in its place as valid: "INVALID: RUN/global_step_N/dist_ckpt"
+    sent users to delete a sound step."""
     details = _details(report, strict, deep)
     failed = report.failed_run(strict)
     if failed is not None:
@@ -248,7 +249,10 @@ def _details(report, strict: bool, deep: bool) -> str:
     """What the verdict line says of the checkpoint read, in parentheses."""
     role = f" {report.role}," if report.role else ""
     unhashed = f", {'+'.join(report.hash_algorithms)} checked" if report.hash_algorithms else ""
-    if not report.has_manifest:
+    unread = report.manifest_unread  # an error line names it too: the verdict fails on it
+    if unread is not None:
+        unhashed = f"; manifest.json unreadable ({unread}), so file hashes were not checked"
+    elif not report.has_manifest:
         unhashed = "; no manifest, so file hashes were not checked" + (
             " (--strict requires one)" if strict else ""
         )

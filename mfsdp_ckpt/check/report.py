@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to, printable
 from mfsdp_ckpt.format.optimizer_states import HeldStates
+from mfsdp_ckpt.format.unread_manifest import unread_manifest
 
 ERROR, WARNING = "error", "warning"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
@@ -126,6 +127,16 @@ class ValidationReport:
                 return True
             start = message.find(": ", start + 2)
         return False
+
+    @property
+    def manifest_unread(self) -> str | None:
+        """Why the manifest.json of the step checked went unread (damaged, or written by a
+        newer mfsdp: `unread_manifest`), which every line saying its hashes were not checked
+        gives; None where it was read or none is there."""
+        if self.checkpoint is None:
+            return None
+        unread = unread_manifest(Path(self.checkpoint), self.layout)
+        return None if unread is None else unread[1]
 
     def ok(self, strict: bool = False) -> bool:
         """No errors; with `strict`, no warnings either, and a manifest whose hashes
