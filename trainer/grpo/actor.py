@@ -162,7 +162,13 @@ def micro_batch_loss(
     old = data.old_log_probs[rows, :width].to(device)
     advantages = data.advantages[rows, :width].to(device)
     terms = ppo_clip_loss(
-        log_probs, old, advantages, cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c
+        log_probs,
+        old,
+        advantages,
+        cfg.clip_ratio_low,
+        cfg.clip_ratio_high,
+        cfg.clip_ratio_c,
+        mask=mask,
     )
     agg = lambda values: aggregate(values, mask, cfg.loss_agg_mode, scale)  # noqa: E731
     pg_loss = agg(terms.loss)
@@ -170,7 +176,9 @@ def micro_batch_loss(
     if cfg.use_kl_loss:
         assert data.ref_log_probs is not None
         kl_loss = agg(
-            kl_penalty(log_probs, data.ref_log_probs[rows, :width].to(device), cfg.kl_loss_type)
+            kl_penalty(
+                log_probs, data.ref_log_probs[rows, :width].to(device), cfg.kl_loss_type, mask=mask
+            )
         )
         loss = loss + cfg.kl_loss_coef * kl_loss
         stats.kl_loss += float(kl_loss.detach())

@@ -52,8 +52,9 @@ def grpo_token_advantages(
     epsilon: float = 1e-6,
     norm_adv_by_std: bool = True,
 ) -> torch.Tensor:
-    """verl's `compute_grpo_outcome_advantage`: (batch, response_len) advantages, 0 off the mask."""
+    """verl's `compute_grpo_outcome_advantage`: (batch, response_len) advantages, 0 off the
+    mask, whatever the response's own (a NaN reward's NaN times 0 was NaN there)."""
     per_response = group_advantages(
         scores, group_ids, epsilon=epsilon, norm_adv_by_std=norm_adv_by_std
     )
-    return per_response.unsqueeze(-1) * response_mask.to(per_response.dtype)
+    return per_response.unsqueeze(-1).where(response_mask.bool(), 0.0)

@@ -45,12 +45,20 @@ STRAIGHT_THROUGH = "+"  # the suffix of verl's straight-through forms
 
 
 def kl_penalty(
-    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kl_type: str = "low_var_kl"
+    log_prob: torch.Tensor,
+    ref_log_prob: torch.Tensor,
+    kl_type: str = "low_var_kl",
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token KL estimate of the policy from the reference (same shape as the inputs);
-    a `+` type: the named estimate's value, k2's gradient (module docstring)."""
+    a `+` type: the named estimate's value, k2's gradient (module docstring). 0 off `mask`,
+    where the inputs are taken out before the estimate is formed (`masking`: a NaN or -inf
+    reference log-prob there reaches no gradient)."""
+    from trainer.grpo.masking import off_mask_zeroed
+
     if kl_type not in KL_TYPES:
         raise ValueError(f"kl_loss_type {kl_type!r} is not one of {', '.join(KL_TYPES)}")
+    log_prob, ref_log_prob = off_mask_zeroed(mask, log_prob, ref_log_prob)
     base = kl_type.removesuffix(STRAIGHT_THROUGH)
     value = _estimate(log_prob, ref_log_prob, base)
     if base == kl_type or base in ("k2", "mse"):

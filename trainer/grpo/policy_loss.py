@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from trainer.grpo.masking import off_mask_zeroed
+
 
 @dataclass
 class PolicyLossTerms:
@@ -34,10 +36,13 @@ def ppo_clip_loss(
     clip_ratio_high: float = 0.2,
     clip_ratio_c: float = 3.0,
     log_ratio_clamp: float = 20.0,
+    mask: torch.Tensor | None = None,
 ) -> PolicyLossTerms:
-    """verl's vanilla policy loss, before aggregation."""
+    """verl's vanilla policy loss, before aggregation; 0 off `mask`, where the inputs are
+    taken out before any term is formed (`masking`: a NaN there reaches no gradient)."""
     if clip_ratio_c <= 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 (dual-clip bound), got {clip_ratio_c}")
+    log_prob, old_log_prob, advantages = off_mask_zeroed(mask, log_prob, old_log_prob, advantages)
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-log_ratio_clamp, max=log_ratio_clamp)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
