@@ -46,7 +46,7 @@ from typing import Any
 from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
-from trainer.data.table_kinds import sft_keys_hint, table_kind_hint
+from trainer.data.chat_columns import ChatColumns, no_chat_columns
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 from trainer.data.verl_turns import (
     NOT_RENDERED,
@@ -187,23 +187,6 @@ class Example:
         return sum(self.loss_mask[1:])
 
 
-@dataclass(frozen=True)
-class ChatColumns:
-    """Where a row keeps its chat: verl's `messages` column, else a prompt and a response
-    column, each reached through the struct fields verl's `prompt_dict_keys` /
-    `response_dict_keys` name (its GSM8K SFT example reads `extra_info.question` and
-    `extra_info.answer`)."""
-
-    messages: str = "messages"
-    prompt: str = "prompt"
-    response: str = "response"
-    prompt_fields: tuple[str, ...] = ()
-    response_fields: tuple[str, ...] = ()
-    # `messages` or `prompt_response`: only those columns; `auto`: messages where a row has
-    # them (trainer/data/chat_source.py)
-    source: str = "auto"
-
-
 def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
     _refuse_template_arguments(row)
@@ -245,19 +228,9 @@ def _turns_in(value: Any, column: str) -> list[dict]:
 
 
 class NoChatColumns(ChatFormatError):
-    """A row has none of the columns its chat is read from. Rows hold only the columns the
-    run reads (`read_rows_with_origins`): the caller says it again of the whole row
+    """A row has none of the columns its chat is read from. Rows hold only the columns
+    the run reads (`read_rows_with_origins`): the caller says it again of the whole row
     (`no_chat_columns`), which names the columns there are and what reads them."""
-
-
-def no_chat_columns(row: dict[str, Any], columns: ChatColumns) -> str:
-    """Why `row`, holding none of `columns`, has no chat: the columns it has and the keys or
-    command that read such a table."""
-    found = ", ".join(map(str, list(row)[:8])) or "none"
-    return (
-        f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}'"
-        f" columns (found: {found}){sft_keys_hint(row)}{table_kind_hint(row, 'sft')}"
-    )
 
 
 def _reads_messages(row: dict[str, Any], columns: ChatColumns) -> bool:

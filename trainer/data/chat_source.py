@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from trainer.config import DataConfig
+from trainer.data.chat_columns import AUTO, MESSAGES, PROMPT_RESPONSE, ChatColumns, holds
 from trainer.env_ints import process_rank
 
 log = logging.getLogger("mfsdp.data")
-
-AUTO, MESSAGES, PROMPT_RESPONSE = "auto", "messages", "prompt_response"
 
 
 def chat_source(cfg: DataConfig) -> str:
@@ -36,6 +36,51 @@ def chat_source(cfg: DataConfig) -> str:
     default = DataConfig()
     named = (cfg.prompt_key, cfg.response_key) != (default.prompt_key, default.response_key)
     return PROMPT_RESPONSE if named or cfg.prompt_dict_keys or cfg.response_dict_keys else AUTO
+
+
+def chat_columns(cfg: DataConfig) -> ChatColumns:
+    """The columns `cfg` reads a row's chat from, with, where it reads one kind only, the
+    setting that picked it and the one that trains a row holding the other kind."""
+    source = chat_source(cfg)
+    columns = ChatColumns(
+        cfg.messages_key,
+        cfg.prompt_key,
+        cfg.response_key,
+        tuple(cfg.prompt_dict_keys),
+        tuple(cfg.response_dict_keys),
+        source,
+    )
+    if source == AUTO:
+        return columns
+    if cfg.chat_columns != AUTO:
+        picked_by = f"data.chat_columns={cfg.chat_columns}"
+    else:
+        picked_by = ", ".join(_named_prompt_response(cfg))
+    if chat_source(replace(cfg, chat_columns="auto")) == AUTO:
+        remedy = "data.chat_columns=auto trains each row from what it has"
+    else:  # named prompt/response keys pick them whatever the row holds
+        other = PROMPT_RESPONSE if source == MESSAGES else MESSAGES
+        remedy = (
+            f"data.chat_columns={other} reads those in every row (each row is read from"
+            " what it has only with the default prompt/response keys)"
+        )
+    return replace(columns, picked_by=picked_by, remedy=remedy)
+
+
+def _named_prompt_response(cfg: DataConfig) -> list[str]:
+    """The prompt/response settings `cfg` gives other than the default, as `key=value`."""
+    default = DataConfig()
+    named = [
+        f"data.{key}={getattr(cfg, key)}"
+        for key in ("prompt_key", "response_key")
+        if getattr(cfg, key) != getattr(default, key)
+    ]
+    fields = [
+        f"data.{key}=[{','.join(getattr(cfg, key))}]"
+        for key in ("prompt_dict_keys", "response_dict_keys")
+        if getattr(cfg, key)
+    ]
+    return named + fields
 
 
 def chat_keys(cfg: DataConfig) -> tuple[str, ...]:
@@ -52,8 +97,10 @@ def say_which_trains(
     cfg: DataConfig, tables: Sequence[tuple[Sequence[dict[str, Any]], Callable[[int], str]]]
 ) -> None:
     """One note, on the main rank, where rows of `tables` (rows, and what names row i) hold
-    both a messages cell and prompt and response columns while nothing picks one: which
-    trains, how many rows, the first named, and the key that picks the other."""
+    both a messages cell and prompt and response cells while nothing picks one: which
+    trains, how many rows, the first named, and the key that picks the other. A null cell
+    holds nothing: a parquet file gives every row every column, and rows of one kind were
+    counted as holding both, the first named one that the other setting then refused."""
     if chat_source(cfg) != AUTO or process_rank() != 0:
         return
     keys = (cfg.prompt_key, cfg.response_key)
@@ -61,7 +108,7 @@ def say_which_trains(
         where(index)
         for rows, where in tables
         for index, row in enumerate(rows)
-        if row.get(cfg.messages_key) is not None and all(key in row for key in keys)
+        if holds(row, (cfg.messages_key, *keys))
     ]
     if both:
         more = f" (and {len(both) - 1} more rows)" if len(both) > 1 else ""

@@ -11,18 +11,17 @@ from typing import Any
 from trainer.config import ConfigError, DataConfig
 from trainer.data.chat import (
     TEMPLATE_COLUMNS,
-    ChatColumns,
     ChatFormatError,
     Example,
     NoChatColumns,
-    no_chat_columns,
     row_limit,
     tokenize_sft_row,
     truncate,
     turn_keys_texts,
     turn_texts,
 )
-from trainer.data.chat_source import chat_keys, chat_source, say_which_trains
+from trainer.data.chat_columns import no_chat_columns, other_kind
+from trainer.data.chat_source import chat_columns, chat_keys, say_which_trains
 from trainer.data.files import RowOrigins, read_rows_with_origins
 from trainer.data.verl_turns import MASKED, UNTRAINED
 from trainer.env_ints import process_rank
@@ -43,14 +42,7 @@ def tokenize_rows(
     """Each row as a training example; `where(i)` names row i in errors (its file and row),
     `whole_row(i)` gives it with every column of its file, for the error of a row with no
     chat columns (`NoChatColumns`), when `rows` hold only the columns read."""
-    columns = ChatColumns(
-        cfg.messages_key,
-        cfg.prompt_key,
-        cfg.response_key,
-        tuple(cfg.prompt_dict_keys),
-        tuple(cfg.response_dict_keys),
-        chat_source(cfg),
-    )
+    columns = chat_columns(cfg)
     examples, untrained, unlike_verl = [], [], []
     limit = row_limit(
         tokenizer,
@@ -65,8 +57,9 @@ def tokenize_rows(
         except NoChatColumns as err:
             said = str(err) if whole_row is None else no_chat_columns(whole_row(index), columns)
             raise ChatFormatError(f"{where(index)}: {said}") from None
-        except ChatFormatError as err:
-            raise ChatFormatError(f"{where(index)}: {err}") from None
+        except ChatFormatError as err:  # a null cell of the kind read: the row may hold the other
+            other = "" if whole_row is None else other_kind(whole_row(index), columns)
+            raise ChatFormatError(f"{where(index)}: {err}{other}") from None
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
         if kept.num_targets == 0:
             untrained.append((where(index), kept is not example))

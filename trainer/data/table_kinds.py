@@ -55,11 +55,15 @@ def table_kind_hint(row: Mapping[str, Any], reader: str) -> str:
     return ""
 
 
-def sft_keys_hint(row: Mapping[str, Any]) -> str:
+def sft_keys_hint(row: Mapping[str, Any], source: str = "auto") -> str:
     """`; <the data keys that train SFT on the row's own columns>`, for a row with none of the
     columns `train sft` reads: verl's SFT form of its RL table (extra_info's question and
     answer), a dataset's prompt and response columns by name, else the keys in general. An
-    RL table without those fields holds no responses to learn: "" (`train grpo` reads it)."""
+    RL table without those fields holds no responses to learn: "" (`train grpo` reads it).
+    Where `data.chat_columns` (`source`) reads one kind of columns only, keys of the other
+    kind come with the setting that reads them: alone they were read by nothing."""
+    prompt_response = " data.chat_columns=prompt_response" if source == "messages" else ""
+    messages = " data.chat_columns=messages" if source == "prompt_response" else ""
     if "reward_model" in row:
         extra = row.get("extra_info")
         if not isinstance(extra, Mapping) or not all(
@@ -71,17 +75,18 @@ def sft_keys_hint(row: Mapping[str, Any]) -> str:
             "; SFT on its extra_info, as verl's SFT example reads this table:"
             " data.prompt_key=extra_info data.response_key=extra_info"
             f" data.prompt_dict_keys=[{prompt}] data.response_dict_keys=[{response}]"
+            f"{prompt_response}"
         )
     for _, marks, _ in _KINDS:
         if len(marks) == 2 and set(marks) <= set(row):
             prompt, response = marks
             return (
                 f"; to train on these columns as they are:"
-                f" data.prompt_key={prompt} data.response_key={response}"
+                f" data.prompt_key={prompt} data.response_key={response}{prompt_response}"
             )
     return (
-        "; to read other columns: data.prompt_key=COL data.response_key=COL, or"
-        " data.messages_key=COL for a column of chat turns"
+        f"; to read other columns: data.prompt_key=COL data.response_key=COL{prompt_response},"
+        f" or data.messages_key=COL{messages} for a column of chat turns"
     )
 
 
