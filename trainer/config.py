@@ -67,6 +67,7 @@ from trainer.config_yaml import (
     read_config_text,
 )
 from trainer.grpo.aggregation import LossNormalization
+from trainer.lora_scale import refuse_overflowing_scale
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
 from trainer.shown_value import overrides_typed, typed_text
@@ -156,20 +157,27 @@ class ModelConfig:
 
 
 def check_lora_fields(cfg: ModelConfig) -> None:
-    """LoRA settings that cannot work, refused before a model is built (one line, names the key)."""
+    """LoRA settings that cannot work, one line naming the key: refused where the config is
+    checked (`check_across_keys`: `mfsdp config check`, and train before it loads torch) and
+    as LoRA is built. Alpha and targets are read only by a fresh adapter, as in verl: with
+    rank 0 (LoRA off) or an adapter dir (its own config sets them) they are left unchecked."""
     if cfg.lora_rank < 0:
         raise ConfigError(f"model.lora_rank must be >= 0 (0 turns LoRA off), got {cfg.lora_rank}")
+    if cfg.lora_rank == 0 or cfg.lora_adapter_path is not None:
+        return
     if cfg.lora_alpha <= 0:
         raise ConfigError(f"model.lora_alpha must be > 0, got {cfg.lora_alpha}")
     targets = [cfg.target_modules] if isinstance(cfg.target_modules, str) else cfg.target_modules
     if not targets or any(not name for name in targets):
         raise ConfigError("model.target_modules: give module names (q_proj, ...) or all-linear")
+    refuse_overflowing_scale({"r": cfg.lora_rank, "lora_alpha": cfg.lora_alpha}, "model.lora_alpha")
 
 
 # verl's sft_trainer.yaml sets the dict keys null, meaning none (`NullIsEmpty`)
 StructFields = Annotated[list[str], NullIsEmpty()]
-# verl's SFT trainer sets `data.val_files: null`, meaning no validation files: the default
-ValFiles = Annotated[list[LocalPath], NullIsEmpty()]
+# verl's SFT trainer sets `data.val_files: null`, meaning no validation files: the default;
+# verl users write `val_files: ""` for none too
+ValFiles = Annotated[list[LocalPath], NullIsEmpty(blank=True)]
 
 
 @dataclass
@@ -641,6 +649,9 @@ def check_across_keys(config: T) -> T:
     """`config`, once no two of its keys contradict each other (each is checked alone by its
     field's range): checked on the whole config, file and overrides together, since an
     override may mend what the file says. One line names both keys."""
+    model = getattr(config, "model", None)
+    if isinstance(model, ModelConfig):  # LoRA's rank, alpha and targets, read together
+        check_lora_fields(model)
     optim = getattr(config, "optim", None)
     if isinstance(optim, OptimConfig) and optim.scheduler != "constant" and optim.min_lr > optim.lr:
         raise ConfigError(

@@ -35,7 +35,11 @@ class NullIsEmpty:
     sft_trainer.yaml sets `data.prompt_dict_keys: null` and its SFTDataset reads
     `[] if not prompt_dict_keys`, so a verl config carried over was refused ("expects a list
     of strings, got null"). Other lists keep refusing null: there it is a mistake (an unset
-    `train_files: ~`), and `[]` is how to clear one."""
+    `train_files: ~`), and `[]` is how to clear one. With `blank`, the empty text is none
+    too: verl users write `val_files: ""` for no validation files, which was read as a file
+    named "" and refused as missing, with advice to generate data."""
+
+    blank: bool = False
 
 
 def build_section(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
@@ -148,7 +152,10 @@ def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str
     """The base type's value (null as [] where `NullIsEmpty` marks it), then the annotation's
     checks: `~` expanded, a range held."""
     base, *checks = typing.get_args(kind)
-    if value is None and any(isinstance(check, NullIsEmpty) for check in checks):
+    if any(
+        isinstance(check, NullIsEmpty) and (value is None or (check.blank and value == ""))
+        for check in checks
+    ):
         value = []
     coerced = _coerce(base, value, key, source, command)
     for check in checks:
@@ -196,14 +203,28 @@ def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:
 def _coerce_list(kind: Any, value: Any, key: str, source: str, command: str) -> list[Any]:
     args = typing.get_args(kind)
     element = unannotated(args[0]) if args else None
-    if isinstance(value, str) and (element is str or typing.get_origin(element) is Literal):
+    single = isinstance(value, str)
+    if single and (element is str or typing.get_origin(element) is Literal):
         value = [value]  # a single file is a list of one; so is `trainer.logger=console`
     if not isinstance(value, (list, tuple)):
         what = _plural_type_name(args[0]) if args else "values"
         raise _expected(kind, value, key, source, f"a list of {what}")
     if not args:
         return list(value)
-    return [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
+    items = [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
+    if "" in items and _is_path(args[0]):  # read as a file named "", then "no such file"
+        item = "" if single else f": item {items.index('') + 1}"
+        raise RangeError(
+            f"{source}: config key '{key}'{item} is an empty path; give a file"
+            f"{'' if single else ', or leave the item out'}"
+        )
+    return items
+
+
+def _is_path(kind: Any) -> bool:
+    """Whether `kind` is a path (`LocalPath`: a text whose `~` is expanded)."""
+    checks = typing.get_args(kind)[1:] if typing.get_origin(kind) is Annotated else ()
+    return any(isinstance(check, ExpandUser) for check in checks)
 
 
 def _coerce_int(kind: Any, value: Any, key: str, source: str) -> int:

@@ -14,7 +14,6 @@ never update, so an fp32 copy of them would only cost memory.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,13 +28,11 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
-from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.lora import (
-    LoraSettings,
     parse_adapter_key,
     peft_target_modules,
     read_base_model,
@@ -55,6 +52,7 @@ from trainer.lora_adapter_dir import (
     same_setting,
     set_by_adapter,
 )
+from trainer.lora_scale import refuse_overflowing_scale
 from trainer.lora_targets import (
     named_exclusions,
     named_targets,
@@ -93,11 +91,6 @@ FRESH_ADAPTER_DROPOUT = 0.0
 # checkpoint instead.
 NOTED_ON_RESUME = ("lora_dropout",)
 _MODEL_STATE = "model."  # the prefix of the model state's keys in a checkpoint's DCP metadata
-# The largest scale an adapter's B @ A may take (alpha / r; alpha / sqrt(r) with rslora). LoRA
-# recipes scale by about 1 (PEFT's default 8 / 8, verl's examples 2, rsLoRA a few); past this
-# every update of B moves the model that many times the optimizer's step, and alpha 1e300 ran
-# to "step 1: gradient norm is nan", blaming the step and not the alpha.
-MAX_LORA_SCALE = 1e4
 
 
 def lora_enabled(cfg: ModelConfig) -> bool:
@@ -121,7 +114,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     alpha_key = (
         "model.lora_alpha" if adapter is None else f"{KEY}: {adapter.config_file}: lora_alpha"
     )
-    _refuse_overflowing_scale(settings, alpha_key)
+    refuse_overflowing_scale(settings, alpha_key)
     targets_key = "model.target_modules"
     if adapter is not None:
         if writes_manifests():  # the main rank: a note said once, not once per rank
@@ -157,21 +150,6 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         peft_config=_json_safe_config(config, adapted, _layer_count(model)),
         base=WeightsRecord.of_model(cfg, seed=seed, label="base-model"),
         adapter_config=adapter.config_file if adapter is not None else None,
-    )
-
-
-def _refuse_overflowing_scale(settings: dict[str, Any], key: str) -> None:
-    """ConfigError naming `key` (the alpha's key or adapter_config.json field) when the
-    scale `settings` give B @ A is not finite or past MAX_LORA_SCALE."""
-    rank, alpha, rslora = settings["r"], settings["lora_alpha"], settings.get("use_rslora", False)
-    scale = LoraSettings(rank, float(alpha), bool(rslora)).scale
-    if math.isfinite(scale) and scale <= MAX_LORA_SCALE:
-        return
-    over = f"sqrt(r) (r={rank}, use_rslora)" if rslora else f"the rank {rank}"
-    raise ConfigError(
-        f"{key}: {cut_to(repr(alpha), 40)} over {over} scales the adapter by {scale:.6g}, past the"
-        f" {MAX_LORA_SCALE:g} a LoRA run takes (PEFT's default scale is 1); give an alpha"
-        f" of at most {MAX_LORA_SCALE:g} times that"
     )
 
 

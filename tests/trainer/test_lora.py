@@ -348,7 +348,8 @@ def test_bad_lora_settings_are_refused_with_the_key(fields, message):
 
 
 def test_the_largest_scale_a_lora_run_takes_builds():
-    from trainer.lora import MAX_LORA_SCALE, lora_scales
+    from trainer.lora import lora_scales
+    from trainer.lora_scale import MAX_LORA_SCALE
     from trainer.model import build_hf_config, build_model, load_tokenizer
 
     cfg = ModelConfig(lora_rank=2, lora_alpha=2 * MAX_LORA_SCALE)
