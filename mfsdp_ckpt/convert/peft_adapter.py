@@ -22,6 +22,7 @@ from mfsdp_ckpt.convert.export_result import ExportResult
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.convert.lora_adapter import StoredAdapter
+from mfsdp_ckpt.convert.peft_base import peft_base
 from mfsdp_ckpt.convert.tensor_writes import compare_written, finite_only, write_all
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import Manifest
@@ -51,7 +52,8 @@ def write_peft_adapter(
     """adapter_model.safetensors (PEFT's names; `auto` keeps the stored dtype) and the
     recorded PEFT config as adapter_config.json, its target_modules naming exactly the
     stored adapters' modules (`peft_target_modules`: a run whose target_modules regex
-    picked some layers recorded their own names, q_proj, ..., which adapt every layer)."""
+    picked some layers recorded their own names, q_proj, ..., which adapt every layer),
+    and its base as PEFT loads one (`peft_base`: a checkpoint base is no model dir)."""
     stored = adapter.reader.tensors
     out_dtype = {key: choose_dtype(dtype, None, [stored[key]]) for _, key in adapter.keys()}
     targets = {peft_name(parsed): key for parsed, key in adapter.keys()}
@@ -61,11 +63,13 @@ def write_peft_adapter(
         key = targets[name]
         return adapter.reader.read_tensor(key).to(out_dtype[key].torch)
 
+    base_name, note = peft_base(base)
+
     def settings() -> dict:
         assert manifest.lora is not None  # lora_manifest() returns only manifests with one
         return dict(
             manifest.lora,
-            base_model_name_or_path=base.path if base is not None else None,
+            base_model_name_or_path=base_name,
             target_modules=peft_target_modules(adapter.modules, _layer_count(paths)),
         )
 
@@ -79,6 +83,7 @@ def write_peft_adapter(
         verify=verify,
         progress=progress,
         allow_nonfinite=allow_nonfinite,
+        notes=[note] if note is not None else [],
     )
 
 
