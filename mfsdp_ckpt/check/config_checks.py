@@ -523,14 +523,18 @@ def _check_adapter_records(
 ) -> None:
     """What the checkpoint records about its adapter (run_config.yaml's peft section, the
     adapter_config.json saved beside it), refused as export-hf refuses it whatever
-    --lora-alpha is given (`refuse_recorded_variant`, the reading export itself does)."""
+    --lora-alpha is given (`refuse_recorded_variant`, the reading export itself does); a
+    recorded alpha that is no positive number is a warning naming --lora-alpha."""
     from mfsdp_ckpt.convert.export_errors import ForeignWeightsError
     from mfsdp_ckpt.convert.megatron_lora_alpha import refuse_recorded_variant
 
     try:
-        refuse_recorded_variant(lora, source.location, source.paths)
+        warnings = refuse_recorded_variant(lora, source.location, source.paths)
     except (ForeignWeightsError, CheckpointFormatError, CheckpointFileError) as err:
         _refused_adapter(report, source, err)
+    else:
+        for warning in warnings:  # an alpha export takes only with --lora-alpha
+            report.add(WARNING, source.location, warning)
 
 
 def _refused_adapter(report: ValidationReport, source: ExportSource, err: Exception) -> None:

@@ -15,6 +15,7 @@ alpha would write a different model without a sign.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +41,33 @@ def _positive(value: Any) -> float | None:
     return float(value) if plain and math.isfinite(value) and value > 0 else None
 
 
-def _recorded_alpha(value: Any, where: str, need: bool) -> float | None:
-    """A record's alpha: None where the record has none; a value that is no positive number
-    refused when nothing else gives alpha (with --lora-alpha given, that flag supplies it)."""
-    alpha = _positive(value)
-    if alpha is None and value is not None and need:
-        raise ForeignWeightsError(f"{where} {value!r} is not a positive number")
-    return alpha
+@dataclass(frozen=True)
+class RecordedAlpha:
+    """An alpha a record holds, as it holds it (`value`), the record (`where`: a file, or
+    run_config.yaml's peft section) and its key there."""
+
+    value: Any
+    where: str
+    key: str
+
+    @property
+    def alpha(self) -> float | None:
+        """The alpha, or None where the value is no positive number (-8, 0, '8')."""
+        return _positive(self.value)
+
+    def unusable(self) -> str:
+        """What is wrong with a value that gives no alpha."""
+        return f"{self.where}: {self.key} {cut_to(repr(self.value), 60)} is not a positive number"
 
 
-def _from_run_config(
-    paths: layout.CheckpointPaths, lora: MegatronLora, need_alpha: bool
-) -> tuple[float, str] | None:
-    """Bridge's `peft:` section: (alpha, where) when it describes plain LoRA of this rank and
-    gives alpha (any other kind or rank is refused, whatever alpha --lora-alpha gives)."""
+def _recorded_alpha(value: Any, where: str, key: str) -> RecordedAlpha | None:
+    """A record's alpha, None where the record has none."""
+    return None if value is None else RecordedAlpha(value, where, key)
+
+
+def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> RecordedAlpha | None:
+    """Bridge's `peft:` section's alpha, where it describes plain LoRA of this rank and
+    gives one (any other kind or rank is refused, whatever alpha --lora-alpha gives)."""
     if paths.run_config is None:
         return None
     peft = run_config_data(paths.run_config, paths.root).get("peft")
@@ -70,8 +84,7 @@ def _from_run_config(
         raise ForeignWeightsError(
             f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
         )
-    alpha = _recorded_alpha(peft.get("alpha"), f"{where}: alpha", need_alpha)
-    return None if alpha is None else (alpha, where)
+    return _recorded_alpha(peft.get("alpha"), where, "alpha")
 
 
 def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] | None:
@@ -106,9 +119,9 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
 
 
 def _from_saved_adapter(
-    saved: tuple[dict, Path] | None, lora: MegatronLora, need_alpha: bool
-) -> tuple[float, str] | None:
-    """(alpha, where) from the saved adapter's config (`r` must be the tensors' rank)."""
+    saved: tuple[dict, Path] | None, lora: MegatronLora
+) -> RecordedAlpha | None:
+    """The saved adapter config's alpha (`r` must be the tensors' rank)."""
     if saved is None:
         return None
     data, file = saved
@@ -117,31 +130,35 @@ def _from_saved_adapter(
             f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
             f" {lora.rank}: it was saved from another run"
         )
-    alpha = _recorded_alpha(data.get("lora_alpha"), f"{file}: lora_alpha", need_alpha)
-    return None if alpha is None else (alpha, str(file))
+    return _recorded_alpha(data.get("lora_alpha"), str(file), "lora_alpha")
 
 
 def _recorded_alphas(
-    lora: MegatronLora, location: str, paths: layout.CheckpointPaths | None, need: bool
-) -> list[tuple[float, str]]:
-    """Every alpha the checkpoint records, with where: run_config.yaml's peft section and the
-    PEFT adapter saved beside it (both are read for their settings even where one gives alpha)."""
+    lora: MegatronLora, location: str, paths: layout.CheckpointPaths | None
+) -> list[RecordedAlpha]:
+    """Every alpha the checkpoint records: run_config.yaml's peft section and the PEFT
+    adapter saved beside it (both are read for their settings even where one gives alpha)."""
     if paths is None:  # not a local checkpoint: no records beside the tensors
         return []
     saved = _saved_adapter_config(saved_peft_adapter(location), paths.root)
-    found = (_from_run_config(paths, lora, need), _from_saved_adapter(saved, lora, need))
+    found = (_from_run_config(paths, lora), _from_saved_adapter(saved, lora))
     return [record for record in found if record is not None]
 
 
 def refuse_recorded_variant(
     lora: MegatronLora, location: str, paths: layout.CheckpointPaths | None
-) -> None:
+) -> list[str]:
     """What the checkpoint records about its adapter that export-hf refuses whatever
     --lora-alpha is given (another PEFT kind or dim in run_config.yaml, a saved
     adapter_config.json of another rank or not plain LoRA): ForeignWeightsError naming the
     file and key, read exactly as `set_lora_scale` reads it, so validate refuses what export
-    refuses (an alpha that is no positive number is not raised: --lora-alpha supplies one)."""
-    _recorded_alphas(lora, location, paths, need=False)
+    refuses. Returned: a warning per recorded alpha that is no positive number, which export
+    refuses unless --lora-alpha supplies one (validate's warning, --strict exit 1)."""
+    return [
+        f"{record.unusable()}: export-hf needs --lora-alpha A (the alpha the run trained with)"
+        for record in _recorded_alphas(lora, location, paths)
+        if record.alpha is None
+    ]
 
 
 def _alpha(value: float) -> str:
@@ -166,10 +183,18 @@ def set_lora_scale(
     agrees with is refused (ExportUsageError, exit 2): the merge would add another multiple of
     the update the run trained, with exit 0 (a habitual Bridge default of 32 against a
     recorded 8 wrote 4x the update). Two records that disagree are refused unless
-    --lora-alpha picks one; nothing recorded and no --lora-alpha asks for it (exit 2)."""
+    --lora-alpha picks one; nothing recorded and no --lora-alpha asks for it (exit 2). A
+    recorded alpha that is no positive number (-8, 0, '8') is refused naming the record
+    unless --lora-alpha is given, whose note then says which record it overrode."""
     if lora_alpha is not None and _positive(lora_alpha) is None:
         raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
-    records = _recorded_alphas(lora, location, paths, need=lora_alpha is None)
+    recorded = _recorded_alphas(lora, location, paths)
+    unusable = [record for record in recorded if record.alpha is None]
+    if unusable and lora_alpha is None:
+        raise ForeignWeightsError(
+            f"{unusable[0].unusable()}; pass --lora-alpha A with the alpha the run trained with"
+        )
+    records = [(alpha, record.where) for record in recorded if (alpha := record.alpha) is not None]
     if lora_alpha is not None:
         if records and all(alpha != float(lora_alpha) for alpha, _ in records):
             raise ExportUsageError(
@@ -178,6 +203,7 @@ def set_lora_scale(
             )
         lora.alpha = float(lora_alpha)
         note = f"LoRA alpha {_alpha(lora.alpha)} from --lora-alpha"
+        note += "".join(f", over {record.unusable()}" for record in unusable)
     elif len({alpha for alpha, _ in records}) > 1:
         raise ForeignWeightsError(
             f"{location}: {_listed(records)}: two records of one adapter disagree; pass"
