@@ -8,9 +8,9 @@ they were not trained as, and nothing downstream notices.
 
 Only keys both configs state, as values of one kind, are compared: a key left out takes a
 default this module does not know, and a value of another kind (`rms_norm_eps: "1e-6"`) is
-one transformers refuses, which `hf_config.refuse_unloadable` names. RoPE is compared in
-either spelling: transformers 5 keeps it in `rope_parameters`, older configs in `rope_theta`
-and `rope_scaling`.
+one transformers refuses, which `hf_config.refuse_unloadable` names. RoPE is compared as
+transformers 5 reads it (`rope_of`): from `rope_parameters`, older configs' `rope_theta` and
+`rope_scaling`, or both, a `rope_scaling` block taking the place of `rope_parameters`.
 """
 
 from __future__ import annotations
@@ -57,9 +57,13 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 # sliding_window and max_position_embeddings when config.json leaves them out
 _DEFAULT_WINDOW = {"mistral": 4096, "mixtral": None}
 _QWEN_DEFAULT_WINDOW, _QWEN_DEFAULT_MAX_WINDOW_LAYERS = 4096, 28
-_DEFAULT_POSITIONS = {"mistral": 4096 * 32, "mixtral": 4096 * 32}
+_DEFAULT_POSITIONS = {"llama": 2048, "mistral": 4096 * 32, "mixtral": 4096 * 32}
 _QWEN_DEFAULT_POSITIONS = 32768
 _QWEN_FAMILIES = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
+# rope_theta when config.json states none (transformers' `default_theta`), and the rope
+# types whose `original_max_position_embeddings` defaults to max_position_embeddings
+_DEFAULT_THETA = {family: 10000.0 for family in FAMILY_DEFAULTS} | {"mixtral": 1000000.0}
+_ORIGINAL_LENGTH_TYPES = ("llama3", "yarn", "longrope")
 # the families whose config.json can give a layer a sliding window
 WINDOWED_FAMILIES = (*_DEFAULT_WINDOW, *_QWEN_FAMILIES)
 _SHOWN_LAYERS = 8
@@ -70,18 +74,55 @@ _UNUSED = {family: ("hidden_act",) for family in ("gemma", "gemma2", "gemma3", "
 
 
 def rope_of(config: dict[str, Any]) -> dict[str, Any] | None:
-    """The RoPE a config states, as transformers 5's `rope_parameters` (`rope_type`
-    defaulted, legacy `type` renamed); None when it states none."""
-    given = config.get("rope_parameters")
-    if not isinstance(given, dict):
-        theta, scaling = config.get("rope_theta"), config.get("rope_scaling")
-        if theta is None and not isinstance(scaling, dict):
-            return None
-        given = {**(scaling if isinstance(scaling, dict) else {}), "rope_theta": theta}
-    rope = {key: value for key, value in given.items() if value is not None}
-    legacy_type = rope.pop("type", None)
-    rope.setdefault("rope_type", legacy_type or "default")
-    return rope
+    """The RoPE transformers 5 builds the model with from config.json (its
+    `convert_rope_params_to_dict`): a non-empty `rope_scaling` replaces `rope_parameters`
+    whole, as transformers takes it (a config transformers 5 saved, with a `rope_scaling`
+    block added to extend its context, runs that scaling and not the `rope_parameters`
+    beside it); then `rope_theta` from that block, else the top-level one, else the family's
+    default; `rope_type` from the legacy `type` or `default`; a top-level
+    `partial_rotary_factor`; and for llama3, yarn and longrope an
+    `original_max_position_embeddings` of `max_position_embeddings` when left out. Unset
+    (null) values are dropped. None when config.json states no RoPE key."""
+    block = _rope_block(config)
+    if block is None and "rope_theta" not in config:
+        return None
+    family = str(config.get("model_type"))
+    rope = dict(block or {})
+    rope.setdefault("rope_theta", config.get("rope_theta", _DEFAULT_THETA.get(family)))
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    rope.pop("type", None)
+    if "partial_rotary_factor" in config:
+        rope.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
+    if rope["rope_type"] in _ORIGINAL_LENGTH_TYPES:
+        rope.setdefault("original_max_position_embeddings", _positions(config))
+    return {key: value for key, value in rope.items() if value is not None}
+
+
+def rope_source(config: dict[str, Any]) -> str:
+    """The config.json key `rope_of` took the RoPE block from, as error lines name it."""
+    block = _rope_block(config)
+    return (
+        "rope_parameters"
+        if block is not None and block is config.get("rope_parameters")
+        else "rope_scaling"
+    )
+
+
+def _rope_block(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The block transformers reads RoPE from: a non-empty `rope_scaling`, else
+    `rope_parameters`; None when neither is a mapping."""
+    scaling, given = config.get("rope_scaling"), config.get("rope_parameters")
+    if isinstance(scaling, dict) and scaling:
+        return scaling
+    return given if isinstance(given, dict) else None
+
+
+def _positions(config: dict[str, Any]) -> Any:
+    """max_position_embeddings in force: config.json's, else its family's default."""
+    family = str(config.get("model_type"))
+    qwen = family in _QWEN_FAMILIES
+    default = _QWEN_DEFAULT_POSITIONS if qwen else _DEFAULT_POSITIONS.get(family)
+    return config.get("max_position_embeddings", default)
 
 
 def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[str]:
@@ -92,8 +133,7 @@ def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[st
     ]
     given_rope, own_rope = rope_of(given), rope_of(own)
     if given_rope is not None and own_rope is not None:
-        # keys both state: a config without rope_theta (an old linear-scaling one) takes the
-        # default that transformers 5 then writes out
+        # keys both state: a family not known here has no default rope_theta
         shared = sorted(set(given_rope) & set(own_rope))
         if any(given_rope[key] != own_rope[key] for key in shared):
             found.append(f"rope_parameters={given_rope!r} (own: {own_rope!r})")

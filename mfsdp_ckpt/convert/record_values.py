@@ -33,7 +33,7 @@ import math
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
-from mfsdp_ckpt.convert.config_behaviour import rope_of
+from mfsdp_ckpt.convert.config_behaviour import rope_of, rope_source
 from mfsdp_ckpt.convert.megatron_config import LLAMA3_DEFAULT_FACTOR, LLAMA3_FIXED, shown_value
 
 # linear interpolation's factor: Megatron-LM's name, then Bridge's
@@ -196,8 +196,7 @@ def megatron_rope_mismatch(config: dict[str, Any]) -> str | None:
     recorded = _recorded_scaling(_megatron_settings(kind, parameters.get("factor")))
     if recorded is not None and _same_scaling(stated, recorded):
         return None
-    key = "rope_parameters" if isinstance(config.get("rope_parameters"), dict) else "rope_scaling"
-    found = f"{key}.rope_type={cut_to(repr(kind), 40)}"
+    found = f"{rope_source(config)}.rope_type={cut_to(repr(kind), 40)}"
     if recorded is None:  # a kind no Megatron-core rope setting has
         return found
     differing = [

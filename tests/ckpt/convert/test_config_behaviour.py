@@ -17,7 +17,8 @@ def test_an_old_linear_scaling_config_without_rope_theta_is_its_saved_self():
     assert behaviour_differences(hub, saved) == []
     other = {"model_type": "qwen2", "rope_scaling": {"type": "linear", "factor": 4.0}}
     assert behaviour_differences(other, saved) == [
-        "rope_parameters={'factor': 4.0, 'rope_type': 'linear'} (own: {'rope_type': 'linear',"
+        "rope_parameters={'factor': 4.0, 'rope_theta': 10000.0, 'rope_type': 'linear'}"
+        " (own: {'rope_type': 'linear',"
         " 'factor': 2.0, 'rope_theta': 10000.0})"
     ]
 
