@@ -23,6 +23,7 @@ from typing import Any
 from mfsdp_ckpt.convert.hf_config import weights_file_problem
 from mfsdp_ckpt.format import finding_runs, layout, path_urls, run_steps
 from mfsdp_ckpt.format.closest_path import where_relative
+from mfsdp_ckpt.format.foreign_run_dirs import foreign_run_words
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError, path_values
@@ -284,10 +285,13 @@ def check_run_dir_holds_no_other_output(run_dir: str) -> None:
     if runs:
         shown = ", ".join(runs[: layout.MAX_RUNS_LISTED])
         held, which = ("the run", "that") if len(runs) == 1 else ("the runs", "one of them")
-        raise ConfigError(
-            f"trainer.run_dir: {run_dir} holds {held} {shown}; give {which} to resume it, or a"
-            " new dir (e.g. trainer.run_dir=runs/NAME)"
+        foreign = foreign_run_words(Path(runs[0])) if len(runs) == 1 else None
+        hint = (
+            f"{runs[0]} {foreign}"  # resuming it is refused in turn
+            if foreign is not None
+            else f"give {which} to resume it, or a new dir (e.g. trainer.run_dir=runs/NAME)"
         )
+        raise ConfigError(f"trainer.run_dir: {run_dir} holds {held} {shown}; {hint}")
     tables = [n for n in DATA_TABLE_DIRS if n in names and _holds_tables(Path(run_dir) / n)]
     if tables:
         raise ConfigError(
@@ -356,12 +360,15 @@ def check_run_dir_outside_checkpoints(run_dir: str) -> None:
         else f"lies in the checkpoint {inside}"
     )
     what = finding_runs.unsaved_step_words(run_dir, inside) or what
-    run = next((p for p in inside.parents if (p / layout.TRACKER_FILE).is_file()), None)
-    hint = (
-        f"give trainer.run_dir={run} to resume the run it belongs to"
-        if run is not None
-        else f"choose a run_dir outside it (checkpoint.resume={inside} starts from it)"
-    )
+    trackers = (layout.TRACKER_FILE, layout.BRIDGE_TRACKER_FILE)
+    run = next((p for p in inside.parents if any((p / t).is_file() for t in trackers)), None)
+    foreign = foreign_run_words(run) if run is not None else None
+    if foreign is not None:  # resuming it is refused in turn: say what does start from it
+        hint = f"{run} {foreign}"
+    elif run is not None:
+        hint = f"give trainer.run_dir={run} to resume the run it belongs to"
+    else:
+        hint = f"choose a run_dir outside it (checkpoint.resume={inside} starts from it)"
     raise ConfigError(f"trainer.run_dir: {run_dir} {what}; {hint}")
 
 

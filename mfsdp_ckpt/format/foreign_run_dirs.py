@@ -26,44 +26,53 @@ from mfsdp_ckpt.format.run_steps import list_complete_steps, natural_order, step
 
 def refuse_foreign_run_dir(run: Path) -> None:
     """CheckpointPathError (exit 2, one line) when `run`, given as trainer.run_dir, is a run
-    dir of another trainer's layout: it holds step dirs, none of them mfsdp's (no complete
-    step, no config.yaml or metrics.jsonl of an mfsdp run), and the run, or else its newest
-    step that reads, resolves to another layout. Nothing is said where no step reads (a
-    damaged run of any layout is then named as before)."""
+    dir of another trainer's layout (`foreign_run_words`)."""
+    words = foreign_run_words(run)
+    if words is not None:
+        raise CheckpointPathError(f"trainer.run_dir: {run} {words}")
+
+
+def foreign_run_words(run: Path) -> str | None:
+    """What `run` is when it is a run dir of another trainer's layout, and what starts a run
+    from it ("is a run dir of layout megatron-lm, ...; to train from its step 100, give
+    model.path=RUN with another trainer.run_dir"): said of `run` as trainer.run_dir, and of
+    the run a checkpoint given as trainer.run_dir belongs to, where "give the run to resume
+    it" sent the user to a run dir refused in turn. None for mfsdp's run, or where it holds
+    no step dirs of another layout, or none of them reads (a damaged run of any layout is
+    then named as before): it holds no complete step of mfsdp's, no config.yaml or
+    metrics.jsonl of an mfsdp run, and the run, or else its newest step that reads,
+    resolves to another layout."""
     if not is_dir(run) or list_complete_steps(run) or holds_run_records(run):
-        return
+        return None
     try:
         names = children(run)
     except MfsdpError:
-        return  # reading it for the run names the failure
+        return None  # reading it for the run names the failure
     steps = sorted(step_dirs(run, names), key=natural_order)
     if not steps:
         try:
             refuse_foreign_format(run, names)
         except ForeignFormatError as err:
-            raise _foreign(run, err) from None
-        return
+            return _foreign(err)
+        return None
     for given in [run, *(run / name for name in reversed(steps))]:
         try:
             paths = resolve_checkpoint(given)
         except ForeignFormatError as err:
-            raise _foreign(run, err) from None
+            return _foreign(err)
         except MfsdpError:
             continue  # an unfinished save, a broken tracker: the next step may read
         if paths.kind == MFSDP:
-            return
+            return None
         start = f"its step {paths.step}" if paths.step is not None else str(paths.step_dir)
-        raise CheckpointPathError(
-            f"trainer.run_dir: {run} is a run dir of layout {paths.kind}, not an mfsdp run:"
-            f" mfsdp does not resume it or save into it; to train from {start}, give"
-            f" model.path={given} with another trainer.run_dir"
+        return (
+            f"is a run dir of layout {paths.kind}, not an mfsdp run: mfsdp does not resume it"
+            f" or save into it; to train from {start}, give model.path={given} with another"
+            " trainer.run_dir"
         )
+    return None
 
 
-def _foreign(run: Path, err: ForeignFormatError) -> CheckpointPathError:
-    """trainer.run_dir's refusal of another trainer's run dir in a format mfsdp does not
-    read, after that format's own line."""
-    return CheckpointPathError(
-        f"trainer.run_dir: {run} is another trainer's run dir, which mfsdp does not"
-        f" resume or save into: {err}"
-    )
+def _foreign(err: ForeignFormatError) -> str:
+    """What a run dir in a format mfsdp does not read is, before that format's own line."""
+    return f"is another trainer's run dir, which mfsdp does not resume or save into: {err}"
