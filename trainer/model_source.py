@@ -47,6 +47,7 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.format.left_step_names import LeftStepError
 from mfsdp_ckpt.format.path_refusals import refuse_url
+from mfsdp_ckpt.format.verl_contents import VerlHfModelOnlyError, VerlNoModelError
 from trainer.config import ConfigError, ModelConfig
 from trainer.env_ints import process_rank
 from trainer.local_paths import HF_CONFIG_NEEDED, missing_path
@@ -156,8 +157,10 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
         return ModelSource(assets=path)
     try:  # config.json without weights may still be a checkpoint: the HF Trainer's checkpoint-N
         checkpoint = resolve_checkpoint(path)
+    except VerlNoModelError as err:  # as a checkpoint of no model tensors is, when read
+        raise ConfigError(f"model.path: {err}") from None
     except CheckpointPathError as err:
-        if isinstance(err, LeftStepError):
+        if isinstance(err, (LeftStepError, VerlHfModelOnlyError)):  # a step of a run
             raise ConfigError(f"model.path: {err}") from None
         if os.path.lexists(config_file):  # before a hint to train from it or to import it
             _refuse_unreadable_config(path)

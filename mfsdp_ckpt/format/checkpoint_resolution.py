@@ -88,7 +88,7 @@ from mfsdp_ckpt.format.run_steps import (
     steps_here,
     unfinished_saves,
 )
-from mfsdp_ckpt.format.verl_contents import read_verl_contents
+from mfsdp_ckpt.format.verl_contents import read_verl_contents, refuse_saved_without_model
 
 # What each path resolved to in a `resolved_once` block: (absolute path, role) -> paths.
 _RESOLVED: ContextVar[dict[tuple[str, str | None], CheckpointPaths] | None] = ContextVar(
@@ -316,9 +316,10 @@ def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
     """verl v2's `actor/` (or an SFT step dir, which has no role level): with Megatron-FSDP
     every state is in model/dist_ckpt (the optimizer/ and extra/ dirs exist but are empty,
     though ckpt_contents.json lists them)."""
-    if VERL_CONTENTS_FILE in children(role_dir):
-        read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
     dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR
+    if VERL_CONTENTS_FILE in children(role_dir):
+        # a hostile or broken file is refused here, in one line
+        refuse_saved_without_model(role_dir, read_verl_contents(role_dir), is_dcp(dcp))
     if not is_dcp(dcp):
         if is_dir(dcp):
             refuse_foreign_format(dcp, children(dcp))

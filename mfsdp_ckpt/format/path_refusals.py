@@ -44,6 +44,7 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.format.path_urls import url_refusal
 from mfsdp_ckpt.format.run_steps import steps_here
+from mfsdp_ckpt.format.verl_contents import VerlHfModelOnlyError, hf_model_only
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.lock_holder import lock_holder
 from mfsdp_ckpt.storage.output_pending import output_pending
@@ -118,17 +119,25 @@ def _hub_download(repo: str) -> str:
 def missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:
     """The error for a layout's dist_ckpt/ without `.metadata`: verl saved only Hugging
     Face weights (usage: read those instead), else a save that did not finish (exit 1)."""
-    hf = dcp.parent / HF_ASSETS_DIR
-    if dcp.name == DIST_CKPT_DIR and is_dir(hf) and looks_like_hf_model(children(hf)):
-        return CheckpointPathError(
-            f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state); its weights"
-            f" are a Hugging Face dir: {hf}"
-        )
+    hf_only = verl_hf_model_only(dcp.parent)
+    if dcp.name == DIST_CKPT_DIR and hf_only is not None:
+        return hf_only
     count = len(children(dcp)) if is_dir(dcp) else 0
-    held = "empty" if count == 0 else f"{count} file(s)"
+    held = "not there" if not is_dir(dcp) else "empty" if count == 0 else f"{count} file(s)"
     return IncompleteCheckpointError(
         f"{dcp}: {held}, no {DCP_METADATA_FILE}: this save did not finish or wrote nothing"
     )
+
+
+def verl_hf_model_only(role_dir: Path) -> VerlHfModelOnlyError | None:
+    """For a verl step (or role dir) saved with `save_contents=[hf_model]` alone: a full
+    Hugging Face model in huggingface/ and no dist_ckpt model state, the model dir to give
+    instead (it was "not a checkpoint (looked for ...)", or "empty: did not finish").
+    None where `role_dir` holds no such model."""
+    hf = role_dir / HF_ASSETS_DIR
+    if not (is_dir(hf) and looks_like_hf_model(children(hf))):
+        return None
+    return hf_model_only(role_dir, hf, "save_contents=[hf_model]")
 
 
 def check_is_dir(given: Path) -> None:
@@ -197,6 +206,9 @@ def not_a_checkpoint(given: Path) -> CheckpointPathError:
     adapter = peft_adapter_line(given)
     if adapter is not None:
         return CheckpointPathError(adapter)
+    hf_only = verl_hf_model_only(given)
+    if hf_only is not None:
+        return hf_only
     return CheckpointPathError(
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "

@@ -12,7 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format.layout import CONTENTS_MAX_BYTES, VERL_CONTENTS_FILE
+from mfsdp_ckpt.format.layout import (
+    CONTENTS_MAX_BYTES,
+    DIST_CKPT_DIR,
+    HF_ASSETS_DIR,
+    VERL_CONTENTS_FILE,
+    VERL_MODEL_DIR,
+    CheckpointPathError,
+)
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import loads_object
@@ -35,3 +42,43 @@ def read_verl_contents(role_dir: Path) -> dict:
         return loads_object(text, str(file), VerlContentsError)
     except (CheckpointFileError, VerlContentsError) as err:
         raise VerlContentsError(str(err), file) from None
+
+
+class VerlNoModelError(MfsdpFailedError, ValueError):
+    """A verl v2 step whose ckpt_contents.json records a finished save that holds no model
+    weights (save_contents without "model"): exit 1, as `export-hf` says of any checkpoint
+    holding no model weights."""
+
+
+def refuse_saved_without_model(role_dir: Path, contents: dict, has_dcp: bool) -> None:
+    """A v2 step whose ckpt_contents.json (written last, by rename: the save finished) says
+    the model was not saved is named as that: "did not finish" and a missing model/dist_ckpt
+    called "empty" sent the user looking for a crash. Saved with hf_model alone, its
+    Hugging Face dir is the model to give. Nothing is said where a DCP is there to read or
+    save_contents is absent or not a list (read as before)."""
+    saved = contents.get("save_contents")
+    if has_dcp or not isinstance(saved, list) or "model" in saved:
+        return
+    shown = ", ".join(str(item) for item in saved)
+    if "hf_model" in saved:
+        hf = role_dir / VERL_MODEL_DIR / HF_ASSETS_DIR
+        raise hf_model_only(role_dir, hf, f"{VERL_CONTENTS_FILE} save_contents=[{shown}]")
+    raise VerlNoModelError(
+        f"{role_dir}: checkpoint holds no model weights ({VERL_CONTENTS_FILE}"
+        f" save_contents=[{shown}])"
+    )
+
+
+class VerlHfModelOnlyError(CheckpointPathError):
+    """A verl step that holds only the Hugging Face model verl saved: a step of a run, so
+    never "neither a model dir nor a checkpoint" when given as model.path."""
+
+
+def hf_model_only(role_dir: Path, hf: Path, recorded: str) -> VerlHfModelOnlyError:
+    """The line for a verl step saved with `save_contents=[hf_model]` alone (`recorded` says
+    how that is known): its Hugging Face dir is the model to give."""
+    return VerlHfModelOnlyError(
+        f"{role_dir}: verl saved only its Hugging Face model here ({recorded}, no"
+        f" {DIST_CKPT_DIR} model state); its weights are a Hugging Face dir: {hf} (give"
+        f" model.path={hf}, or load it with transformers)"
+    )
