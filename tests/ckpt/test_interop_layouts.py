@@ -368,11 +368,24 @@ def test_a_step_of_ours_copied_under_another_name_is_checked_against_its_manifes
     assert code == 1 and f"{blob}: has" in out and "manifest says" in out, out + err
 
 
-@pytest.mark.parametrize("manifest", ['{"name": "other-tool", "version": 2}', "[]", ""])
+OTHER_TOOLS_MANIFESTS = [
+    b'{"name": "other-tool", "version": 2}',
+    b"[]",
+    b"",
+    b'{"format_version": 2, "tool": "orbax-like", "files": ["dist_ckpt/.metadata"]}',
+    b'{"tool": "x", "step": 4, "step": 4}',  # duplicate keys: JSON readers take the last
+    b'{"tool": "x", // a comment\n "step": 4,}',
+    b'\xef\xbb\xbf{"tool": "x"}',  # a UTF-8 byte-order mark, as Windows editors write
+    '{"tool": "x"}'.encode("utf-16"),
+]
+
+
+@pytest.mark.parametrize("manifest", OTHER_TOOLS_MANIFESTS)
 def test_another_tools_manifest_beside_a_dist_ckpt_leaves_it_a_bare_dcp(manifest, tmp_path):
     """Only a manifest mfsdp wrote makes a renamed dir one of our steps: another tool's
     manifest.json there made a valid checkpoint INVALID ("field 'format_version' is
-    missing"), and inspect and export refused it."""
+    missing", "key 'step' appears twice", "not UTF-8 text"), and inspect and export refused
+    it, however that tool writes its JSON."""
     from tests.support.export import save_single_process_checkpoint
     from trainer.tiny import build_tiny_model_dir
 
@@ -380,7 +393,7 @@ def test_another_tools_manifest_beside_a_dist_ckpt_leaves_it_a_bare_dcp(manifest
     export = tmp_path / "export"
     export.mkdir()
     shutil.copytree(tmp_path / "run" / "global_step_1" / "dist_ckpt", export / "dist_ckpt")
-    (export / "manifest.json").write_text(manifest)
+    (export / "manifest.json").write_bytes(manifest)
     assert checkpoint_resolution.resolve_checkpoint(export).manifest is None
     code, out, err = run_cli("ckpt", "validate", export)
     assert code == 0 and "no manifest, so file hashes were not checked" in out, out + err

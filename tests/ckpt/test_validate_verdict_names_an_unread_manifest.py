@@ -27,7 +27,8 @@ STEP = 2
 
 
 def _bad_json(manifest: Path) -> None:
-    manifest.write_text("{bad")
+    """Damage that breaks the JSON, as a flipped byte does; the fields' names stay."""
+    manifest.write_text(manifest.read_text().replace("{", "{bad", 1))
 
 
 def _directory(manifest: Path) -> None:
