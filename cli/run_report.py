@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import click
 
@@ -17,10 +17,7 @@ from cli.errors import settle_command
 from cli.json_text import json_text
 from cli.lines import say
 from cli.result_said import mark_result_said
-from trainer.env_ints import joins_a_group, process_rank
-
-if TYPE_CHECKING:
-    from trainer.finished_rerun import FinishedRun
+from trainer.env_ints import process_rank
 
 
 def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
@@ -176,25 +173,6 @@ class FinalValue(NamedTuple):
     label: str
     value: float | None
     fmt: str
-
-
-def said_finished(kind: str, cfg: Any) -> FinishedRun | None:
-    """The rerun of a finished run of `kind` that `cfg` is, decided before torch loads
-    (`trainer.finished_rerun`), its line said on stderr as a run's start says it; None where
-    the runner starts up to decide. Its result reports as a runner's does. A process that
-    trains alone decides: ranks of a group decide together as they start up, since one
-    that left alone would leave the others waiting for it."""
-    import sys
-
-    from mfsdp_ckpt.check.printable import printable
-    from trainer.finished_rerun import finished_rerun
-
-    if joins_a_group():
-        return None
-    finished = finished_rerun(cfg, kind)
-    if finished is not None:
-        print(printable(f"[{kind}] {finished.line}"), file=sys.stderr)
-    return finished
 
 
 def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) -> None:

@@ -8,7 +8,7 @@ import click
 
 from cli.errors import MfsdpGroup
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
-from cli.run_report import FinalValue, final_value, said_finished
+from cli.run_report import FinalValue, final_value
 from cli.train_grpo import grpo
 
 
@@ -51,23 +51,15 @@ def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **la
 
 
 def train_sft(cfg: Any) -> tuple[Any, list[FinalValue]]:
-    """Run SFT (torch loads here, once the config passed; not for the rerun of a finished
-    run, `said_finished`) and name the values it reports."""
-    finished = said_finished("sft", cfg)
-    if finished is not None:
-        return finished, _finals(finished, {}, {})
+    """Run SFT (torch loads here, once the config passed) and name the values it reports."""
     from trainer.sft import run_sft
 
     result = run_sft(cfg)
-    return result, _finals(result, result.losses, result.eval_losses)
-
-
-def _finals(
-    result: Any, losses: dict[int, float], eval_losses: dict[int, float]
-) -> list[FinalValue]:
-    return [
-        FinalValue("final_loss", "loss", final_value(result, losses, "train/loss"), ".4f"),
-        FinalValue("val_loss", "val loss", final_value(result, eval_losses, "val/loss"), ".4f"),
+    return result, [
+        FinalValue("final_loss", "loss", final_value(result, result.losses, "train/loss"), ".4f"),
+        FinalValue(
+            "val_loss", "val loss", final_value(result, result.eval_losses, "val/loss"), ".4f"
+        ),
     ]
 
 

@@ -8,7 +8,7 @@ import click
 
 from cli.given_once import OnceCommand
 from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
-from cli.run_report import FinalValue, final_value, said_finished
+from cli.run_report import FinalValue, final_value
 
 
 @click.command(cls=OnceCommand, short_help="GRPO with a colocated rollout engine.")
@@ -40,21 +40,18 @@ def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **l
 
 
 def train_grpo(cfg: Any) -> tuple[Any, list[FinalValue]]:
-    """Run GRPO (torch loads here, once the config passed; not for the rerun of a finished
-    run, `said_finished`) and name the values it reports."""
-    finished = said_finished("grpo", cfg)
-    if finished is not None:
-        return finished, _finals(finished, {}, {})
+    """Run GRPO (torch loads here, once the config passed) and name the values it reports."""
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)
-    return result, _finals(result, result.rewards, result.val_accuracy)
-
-
-def _finals(result: Any, rewards: dict[int, float], accuracy: dict[int, float]) -> list[FinalValue]:
-    return [
-        FinalValue("reward_mean", "reward", final_value(result, rewards, "reward/mean"), ".3f"),
+    return result, [
         FinalValue(
-            "val_accuracy", "val accuracy", final_value(result, accuracy, "val/accuracy"), ".3f"
+            "reward_mean", "reward", final_value(result, result.rewards, "reward/mean"), ".3f"
+        ),
+        FinalValue(
+            "val_accuracy",
+            "val accuracy",
+            final_value(result, result.val_accuracy, "val/accuracy"),
+            ".3f",
         ),
     ]
