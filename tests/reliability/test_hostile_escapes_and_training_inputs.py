@@ -93,27 +93,25 @@ def assert_inert(output: bytes) -> None:
 
 
 # --------------------------------------------------------------------------- printed paths
-HOSTILE_NAMES = {
-    "newline": "run\nerror: forged",
-    "ansi": "run\x1b[2J\x1b[31m",
-    "osc-title": "run\x1b]0;pwned\x07",
-    "not-utf8": os.fsdecode(b"run\xff\xfe"),
-}
+# each kind in one name: a line forging an error, ANSI screen and colour escapes, an OSC
+# title, bytes that are not UTF-8 (each command is a fresh interpreter: one name, six runs)
+HOSTILE_NAME = (
+    "run\nerror: forged" + "\x1b[2J\x1b[31m" + "\x1b]0;pwned\x07" + os.fsdecode(b"\xff\xfe")
+)
 
 
-@pytest.mark.parametrize("name", list(HOSTILE_NAMES))
-def test_success_lines_print_hostile_paths_escaped(tmp_path, name):
+def test_success_lines_print_hostile_paths_escaped(tmp_path):
     model = hf_model(tmp_path)
-    run = tmp_path / HOSTILE_NAMES[name]
+    run = tmp_path / HOSTILE_NAME
     code, shown = on_a_terminal("ckpt", "import-hf", model, "--out", run, "--layout", "hf")
     assert code == 0, shown
     assert_inert(shown)
     for args in (
         ("ckpt", "validate", run),
         ("ckpt", "inspect", run),
-        ("ckpt", "export-hf", run, "--out", tmp_path / (HOSTILE_NAMES[name] + "hf")),
-        ("ckpt", "import-hf", model, "--out", tmp_path / (HOSTILE_NAMES[name] + "mc")),
-        ("data", "synthetic", "--out", tmp_path / (HOSTILE_NAMES[name] + "data")),
+        ("ckpt", "export-hf", run, "--out", tmp_path / (HOSTILE_NAME + "hf")),
+        ("ckpt", "import-hf", model, "--out", tmp_path / (HOSTILE_NAME + "mc")),
+        ("data", "synthetic", "--out", tmp_path / (HOSTILE_NAME + "data")),
     ):
         code, shown = on_a_terminal(*args)
         assert code == 0, (args, shown)
