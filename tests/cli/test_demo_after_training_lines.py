@@ -140,16 +140,3 @@ def test_an_export_there_is_the_demos_own(tmp_path):
     assert demo_record.refusal(out) is None
     (out / "notes.txt").write_text("mine")  # anything else still is not
     assert "also holds notes.txt" in str(demo_record.refusal(out))
-
-
-def test_a_complete_demo_ends_naming_a_next_command_as_it_was_started(tmp_path):
-    out = tmp_path / "d"
-    env = {**os.environ, "PYTHONPATH": str(REPO), DEV_SCRIPT: "../mfsdp/dev"}
-    done = mfsdp("demo", "--out", str(out), "--steps", "1", "--nproc", "1", env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    last = done.stdout.splitlines()[-1]
-    assert last.startswith("[demo] done in "), last
-    assert last.endswith(
-        f"s; run: {out / 'sft'}, export: {out / 'hf'}; next: `../mfsdp/dev mfsdp ckpt inspect"
-        f" {out / 'sft'}`"
-    )

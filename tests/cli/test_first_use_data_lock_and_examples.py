@@ -404,16 +404,19 @@ def test_every_example_that_reads_only_what_the_demo_wrote_runs_as_printed(
 def test_the_demo_chooses_threads_as_train_does_and_says_so(tmp_path):
     """The demo pinned OMP_NUM_THREADS=1 for its ranks, which then read it as the user's:
     `mfsdp -v demo` said "(OMP_NUM_THREADS as set); unset OMP_NUM_THREADS to let mfsdp
-    choose" to a user who had set nothing."""
+    choose" to a user who had set nothing. The same complete demo (one demo run serves
+    both, for suite time) ends naming a next command as it was started (`./dev` here)."""
+    from cli.command_as_run import DEV_SCRIPT
     from trainer.threads import CHOSEN_MARKER
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", CHOSEN_MARKER)}
+    out = tmp_path / "d"
     done = subprocess.run(
         [sys.executable, "-c", "from cli.main import main; main()", "-v", "demo", "--out"]
-        + [str(tmp_path / "d")]
+        + [str(out)]
         + ["--steps", "1", "--nproc", "1"],
         cwd=REPO,
-        env=env,
+        env={**env, DEV_SCRIPT: "../mfsdp/dev"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -421,3 +424,9 @@ def test_the_demo_chooses_threads_as_train_does_and_says_so(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     said = [line for line in done.stderr.splitlines() if "[mfsdp.threads]" in line]
     assert len(said) == 1 and "set OMP_NUM_THREADS to override" in said[0], said
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("[demo] done in "), last
+    assert last.endswith(
+        f"s; run: {out / 'sft'}, export: {out / 'hf'}; next: `../mfsdp/dev mfsdp ckpt inspect"
+        f" {out / 'sft'}`"
+    ), last
