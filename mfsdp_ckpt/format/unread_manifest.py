@@ -15,8 +15,8 @@ from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 
 def unread_manifest(dist_ckpt: Path, kind: str | None) -> tuple[Path, str] | None:
     """(the manifest.json beside `dist_ckpt`, why it cannot be read) where `dist_ckpt`, read
-    as layout `kind`, is mfsdp's `dist_ckpt/`; None
-    where there is none (a bare dist_ckpt indeed, another trainer's layout) or it reads."""
+    as layout `kind`, is mfsdp's `dist_ckpt/`; None where there is none (a bare dist_ckpt
+    indeed, another trainer's layout) or it reads."""
     manifest = dist_ckpt.parent / MANIFEST_FILE
     if kind != MFSDP or dist_ckpt.name != DIST_CKPT_DIR:
         return None
