@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +16,9 @@ from cli.json_text import json_text
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from trainer.progress import CallbackBar
+
+if TYPE_CHECKING:
+    from mfsdp_ckpt.check.report import ValidationReport
 
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
 latest_checkpointed_iteration.txt), a step dir, a dist_ckpt dir, or a directory holding
@@ -111,6 +115,8 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
 @ckpt.command(
     short_help="Check that a checkpoint is complete and intact.",
     help=f"""Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
+The verdict line starts valid, INVALID (damage, or a check that failed), or UNSUPPORTED
+(intact, but export-hf cannot convert it: a model such as LayerNorm's, said why; exit 1).
 
 {PATH_HELP}
 
@@ -229,11 +235,16 @@ def _check_hf_config_readable(hf_config: str) -> None:
         fail(f"--hf-config {err}", EXIT_USAGE)
 
 
-def _verdict(report, strict: bool, deep: bool) -> str:
+def _verdict(report: ValidationReport, strict: bool, deep: bool) -> str:
     """The one-line verdict; without a manifest, or with one that cannot be read, it says
     what that leaves unchecked and why. Where a run dir's tracker alone failed, it names the
     run dir, and the step read in its place as valid: "INVALID: RUN/global_step_N/dist_ckpt"
-    sent users to delete a sound step."""
+    sent users to delete a sound step. A checkpoint whose only errors are export-hf's
+    refusals of what it records (a LayerNorm model) is UNSUPPORTED, with the first refusal:
+    INVALID there read as damage, and sent users to delete days of compute."""
+    from mfsdp_ckpt.check.printable import MAX_ERROR_CHARS, cut_to
+    from mfsdp_ckpt.check.report import UNSUPPORTED
+
     details = _details(report, strict, deep)
     failed = report.failed_run(strict)
     if failed is not None:
@@ -241,6 +252,12 @@ def _verdict(report, strict: bool, deep: bool) -> str:
         return (
             f"INVALID: {run} ({Path(tracker).name} failed, see above); {report.checkpoint},"
             f" read in its place, is valid {details}"
+        )
+    if report.verdict(strict) == UNSUPPORTED:  # exit 1 still: export-hf would refuse it
+        reason = cut_to(report.unsupported_reason or "", MAX_ERROR_CHARS)
+        return (
+            f"UNSUPPORTED: {report.checkpoint} (intact; export-hf cannot convert it:"
+            f" {reason}) {details}"
         )
     return f"{'valid' if report.ok(strict) else 'INVALID'}: {report.checkpoint} {details}"
 

@@ -280,7 +280,7 @@ def _check_config_against_record(
         refuse_uncomputable(given, paths, reader, named)
         found = contradiction(given, paths, reader)
     except MegatronConfigError as err:  # the record's setting, in export's line
-        report.add_error(error_location(err, paths.root), err)
+        _record_refused(paths, reader, report, err)
         return
     except (CheckpointFormatError, CheckpointFileError) as err:
         where = error_location(err, paths.root)
@@ -395,7 +395,7 @@ def _check_against_recorded_config(
         report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err.lacking()}")
         return
     except MegatronConfigError as err:
-        report.add_error(error_location(err, paths.root), err)
+        _record_refused(paths, reader, report, err)
         return
     except (CheckpointFormatError, CheckpointFileError) as err:
         where = error_location(err, paths.root)
@@ -541,12 +541,51 @@ def _refused_adapter(report: ValidationReport, source: ExportSource, err: Except
     """An error (exit 1) for an adapter export-hf refuses under any config or flag
     (`split_adapters`, `describe_adapters`, `plan_adapter`: the rules export applies, not a
     list of validate's own): what validate passes, export writes. Said at the checkpoint,
-    with the stored key or the record file that export names."""
+    with the stored key or the record file that export names. Export's rule (a variant, a
+    module it does not map) is `unsupported`; a record of the adapter that cannot be read,
+    or one whose rank contradicts the tensors, is damage."""
+    from mfsdp_ckpt.convert.export_errors import AdapterRecordMismatch, ExportUsageError
+
     text, location = str(err), source.location
     # a record file inside the checkpoint (its run_config.yaml) is named whole
     located = text.startswith((f"{location} ", f"{location}:"))
     what = without_location(err, location) if located else text
-    report.add(ERROR, source.location, f"export-hf refuses this adapter: {what}")
+    message = f"export-hf refuses this adapter: {what}"
+    if isinstance(err, ExportUsageError) and not isinstance(err, AdapterRecordMismatch):
+        report.add_unsupported(source.location, message)
+    else:
+        report.add(ERROR, source.location, message)
+
+
+def _record_refused(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    err: Exception,
+) -> None:
+    """Export's refusal of what the record states (`err`: MegatronConfigError), in export's
+    line: `unsupported`, the checkpoint intact and its model one export does not convert;
+    but a damaged record, one stating a value as no finite number (`damaged_values`,
+    refused as damage whatever config is given: `record_agreement`), stays an error."""
+    where = error_location(err, paths.root)
+    if _states_damaged_values(paths, reader):
+        report.add_error(where, err)
+    else:
+        report.add_unsupported(where, without_location(err, where))
+
+
+def _states_damaged_values(paths: layout.CheckpointPaths, reader: CheckpointReader) -> bool:
+    """Whether the record states a value it is compared on as no finite number (NaN, a
+    list, "1e-6"); a record that cannot be read again counts as damaged."""
+    from mfsdp_ckpt.convert.megatron_config import MegatronSettingsMissing
+    from mfsdp_ckpt.convert.megatron_record import recorded_settings
+    from mfsdp_ckpt.convert.record_values import damaged_values
+
+    try:
+        recorded = recorded_settings(paths, reader)
+    except (MegatronSettingsMissing, CheckpointFormatError, CheckpointFileError):
+        return True
+    return recorded is not None and bool(damaged_values(recorded.settings, recorded.names))
 
 
 def _already_wrong(report: ValidationReport, where: str) -> bool:

@@ -16,6 +16,11 @@ from mfsdp_ckpt.format.optimizer_states import HeldStates
 from mfsdp_ckpt.format.unread_manifest import unread_manifest
 
 ERROR, WARNING = "error", "warning"
+# The verdicts (`ValidationReport.verdict`): `unsupported` is a checkpoint with no damage
+# found that export-hf refuses by its rule on what the checkpoint records (a LayerNorm
+# model, an adapter variant): it fails (exit 1) as what validate passes, export writes, but
+# is no reason to delete it, which "invalid" read as.
+VALID, UNSUPPORTED, INVALID = "valid", "unsupported", "invalid"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
 NO_HF_CONFIG = "no Hugging Face config: weight shapes not checked (pass --hf-config DIR)"
 
@@ -83,6 +88,7 @@ class ValidationReport:
         self._seen = set(self.findings)
         self._errors = {f"{f.where}: {f.message}" for f in self.findings if f.severity == ERROR}
         self._run_record: tuple[str, str] | None = None  # (run dir, its tracker)
+        self._unsupported: list[Finding] = []  # errors that are export's refusals alone
 
     def read_from_run(self, run_dir: str | Path, tracker: str | Path) -> None:
         """The step checked was chosen in run dir `run_dir` by `tracker`: findings there are
@@ -110,6 +116,15 @@ class ValidationReport:
         self.findings.append(finding)
         if severity == ERROR:
             self._errors.add(f"{finding.where}: {message}")
+
+    def add_unsupported(self, where: str | Path, message: str) -> None:
+        """An error that is export-hf's refusal of what an intact checkpoint records (its
+        rule, not damage): it fails the checkpoint as any error does, and the verdict says
+        `unsupported` when no other finding fails it (`verdict`)."""
+        before = len(self.findings)
+        self.add(ERROR, where, message)
+        if len(self.findings) > before:
+            self._unsupported.append(self.findings[-1])
 
     def add_error(
         self, where: str | Path, err: Exception, *, named: str | Path | None = None
@@ -143,6 +158,20 @@ class ValidationReport:
         could be checked."""
         return self._passes(self.findings, strict)
 
+    def verdict(self, strict: bool = False) -> str:
+        """VALID when `ok`; UNSUPPORTED when every finding that fails it is export's refusal
+        (`add_unsupported`); else INVALID: damage wins, and so does what `strict` fails."""
+        if self.ok(strict):
+            return VALID
+        rest = [f for f in self.findings if f not in self._unsupported]
+        return UNSUPPORTED if self._passes(rest, strict) else INVALID
+
+    @property
+    def unsupported_reason(self) -> str | None:
+        """Why export-hf cannot convert the checkpoint: the first refusal's message (the
+        verdict's words where it is UNSUPPORTED); None where export refuses nothing."""
+        return self._unsupported[0].message if self._unsupported else None
+
     def _passes(self, findings: list[Finding], strict: bool) -> bool:
         bad = {ERROR, WARNING} if strict else {ERROR}
         if strict and not self.has_manifest:
@@ -157,6 +186,7 @@ class ValidationReport:
             for key in ("where", "message"):
                 finding[key] = cut_to(finding[key])
         data["valid"] = self.ok(strict)
+        data["verdict"] = self.verdict(strict)
         failed = self.failed_run(strict)
         if failed is not None:
             data["checkpoint"] = failed[0]

@@ -16,6 +16,12 @@ class ForeignWeightsError(ExportUsageError):
     it under any config."""
 
 
+class AdapterRecordMismatch(ForeignWeightsError):
+    """A record of the adapter (its rank) that contradicts the adapter tensors stored: export
+    refuses it as it refuses a variant (exit 2), but validate calls it damage, not a model
+    export does not convert: the record was saved from another run."""
+
+
 class ExportError(MfsdpFailedError, ValueError):
     """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
 

@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
-from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
+from mfsdp_ckpt.convert.export_errors import (
+    AdapterRecordMismatch,
+    ExportUsageError,
+    ForeignWeightsError,
+)
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.convert.megatron_record import run_config_data
@@ -81,7 +85,7 @@ def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> Recor
             f" export-hf converts {SUPPORTED_VARIANT} only"
         )
     if peft.get("dim") != lora.rank:
-        raise ForeignWeightsError(
+        raise AdapterRecordMismatch(
             f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
         )
     return _recorded_alpha(peft.get("alpha"), where, "alpha")
@@ -126,7 +130,7 @@ def _from_saved_adapter(
         return None
     data, file = saved
     if data.get("r") != lora.rank:
-        raise ForeignWeightsError(
+        raise AdapterRecordMismatch(
             f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
             f" {lora.rank}: it was saved from another run"
         )

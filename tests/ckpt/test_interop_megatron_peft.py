@@ -666,6 +666,8 @@ def test_validate_fails_on_every_adapter_placement_export_refuses(tmp_path, save
     assert code == 1 and len(errors) == 1, stdout + err
     assert errors[0].startswith(f"error: {dcp}: export-hf refuses this adapter: [model.{key}]")
     assert "warning:" not in stdout, stdout
+    # intact, refused by export's rule: not damage (test_validate_unsupported_verdict.py)
+    assert stdout.splitlines()[-1].startswith(f"UNSUPPORTED: {dcp} (intact; export-hf"), stdout
 
 
 @pytest.mark.parametrize(
@@ -700,3 +702,6 @@ def test_validate_fails_on_an_adapter_record_export_refuses(tmp_path, record, sa
     assert code == 1 and len(errors) == 1, stdout + err
     assert "export-hf refuses this adapter" in errors[0] and f"{named}" in errors[0], errors
     assert says in errors[0], errors
+    # a rank that contradicts the tensors is damage; a variant is export's rule
+    verdict = "INVALID: " if record == "rank" else "UNSUPPORTED: "
+    assert stdout.splitlines()[-1].startswith(verdict), stdout

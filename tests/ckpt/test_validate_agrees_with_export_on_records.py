@@ -10,7 +10,8 @@ that contradicts the record is export's usage error (exit 2) and validate's erro
 a record that lacks the sizes asks export for --hf-config (exit 2) and leaves validate's
 shape check out, with a warning naming what it lacks (exit 0). Was: validate warned and
 passed (exit 0) every record export refused without --hf-config, and with one said the
-refusal in a line of its own.
+refusal in a line of its own. The verdict (`--json`'s `verdict`) tells export's rule on an
+intact record (`unsupported`) from damage and contradiction (`invalid`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ FIT_CASES: dict[str, tuple[str, dict]] = {
     "a vocabulary past the padded rows": ("llama", {"vocab_size": 600}),
 }
 KINDS = ("args", "run_config.yaml", "transformer_config.json")
+# A record stating a value as no finite number is a damaged record (`record_values`): its
+# refusal reads INVALID, not UNSUPPORTED, with or without --hf-config
+DAMAGED = {"NaN norm epsilon"}
 
 
 def _bridge_named(settings: dict) -> dict:
@@ -122,8 +126,11 @@ def _verdicts(run: Path, out: Path, *given) -> tuple[tuple[int, str], tuple[int,
 
 
 def _assert_agree(
-    export: tuple[int, str], validate: tuple[int, str, str], given: bool, fit: bool
+    export: tuple[int, str], validate: tuple[int, str, str], given: bool, fit: bool, damaged: bool
 ) -> None:
+    """As the module says; and the verdict: `unsupported` where export's line is its rule on
+    the record (the checkpoint intact), `invalid` where it is a config that is not the
+    record's model, weights that do not fit the record, or a damaged record."""
     code, err = export
     checked, stdout, verr = validate
     report = json.loads(stdout)
@@ -131,16 +138,19 @@ def _assert_agree(
     errors = [line for f, line in zip(report["findings"], errors) if f["severity"] == "error"]
     said = f"export exit {code}: {err}\nvalidate exit {checked}: {stdout}{verr}"
     if code == 0:
-        assert checked == 0 and not errors, said
+        assert checked == 0 and not errors and report["verdict"] == "valid", said
     elif code == 1 and not fit:  # export's refusal is validate's error, in the same line
         (line,) = error_prefixed_lines(err)
         assert checked == 1 and line in errors, said
+        record_rule = "not the model" not in line and not damaged
+        assert report["verdict"] == ("unsupported" if record_rule else "invalid"), said
     elif code == 1:  # the same reason, under the config validate names
         (line,) = error_prefixed_lines(err)
         reason = line.split(": ", 2)[-1]
         assert checked == 1 and any(reason in e for e in errors), said
+        assert report["verdict"] == "invalid", said
     elif given:  # a --hf-config the record contradicts: usage there, an error here
-        assert checked == 1 and errors, said
+        assert checked == 1 and errors and report["verdict"] == "invalid", said
     else:  # the record lacks what a config needs: export asks for --hf-config
         warnings = [f["message"] for f in report["findings"] if f["severity"] == "warning"]
         assert "lacks" in err and checked == 0 and not errors, said
@@ -157,7 +167,7 @@ def test_validate_gives_exports_verdict_on_the_record(kind, case, tmp_path):
     given = changed_config_dir(model, tmp_path / "given")
     for hf_config in ((), ("--hf-config", given)):
         export, validate = _verdicts(run, tmp_path / "hf", *hf_config)
-        _assert_agree(export, validate, bool(hf_config), fit)
+        _assert_agree(export, validate, bool(hf_config), fit, case in DAMAGED)
         assert export[0] == 0 or not (tmp_path / "hf").exists()
         shutil.rmtree(tmp_path / "hf", ignore_errors=True)
 
@@ -166,14 +176,15 @@ def test_a_refused_record_fails_validate_in_exports_line(tmp_path):
     """The class in one line: a LayerNorm record was `warning: ... no Hugging Face config`
     and `valid:` (exit 0) where export-hf said `error: ... normalization='LayerNorm'
     cannot be exported` (exit 1); under --hf-config validate said it as the config's
-    contradiction, not as the record's setting."""
+    contradiction, not as the record's setting. Its verdict is UNSUPPORTED, not INVALID:
+    the checkpoint is intact (tests/ckpt/test_validate_unsupported_verdict.py)."""
     model = tiny_causal_lm("llama")
     run = megatron_run(tmp_path, model, megatron_args(model, normalization="LayerNorm"))
     where = f"{run / 'iter_0000100'} [args]"
     words = "normalization='LayerNorm' cannot be exported"
     code, stdout, _ = run_cli("ckpt", "validate", run)
     assert code == 1 and f"error: {where}: {words} (Llama" in stdout, stdout
-    assert stdout.splitlines()[-1].startswith("INVALID:"), stdout
+    assert stdout.splitlines()[-1].startswith("UNSUPPORTED:"), stdout
     given = changed_config_dir(model, tmp_path / "given")
     code, stdout, _ = run_cli("ckpt", "validate", run, "--hf-config", given)
     assert code == 1 and f"error: {where}: {words}" in stdout, stdout

@@ -1,0 +1,106 @@
+"""validate's verdict on an intact checkpoint export-hf cannot convert is UNSUPPORTED, not
+INVALID; damage in the same checkpoint still reads INVALID.
+
+Was: a Megatron-LM run whose record states LayerNorm (a model no family exported here
+computes) ended `INVALID: .../iter_0000100 (...)`, as a truncated shard does: a user
+checking integrity read that and could delete a sound run. Exit 1 is kept (validate's
+verdict includes "export-hf writes it"); the line and `--json`'s `verdict` say which.
+Every record refusal of the matrix is walked by
+tests/ckpt/test_validate_agrees_with_export_on_records.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.interop_layouts import remove_shard, run_cli, truncate_shard
+from tests.support.megatron_checkpoints import mcore_weights, megatron_args, megatron_run
+
+REFUSAL = "normalization='LayerNorm' cannot be exported (Llama, Qwen2 and Qwen3 use RMSNorm)"
+
+
+def _layernorm_run(root: Path, **extra) -> Path:
+    """A Megatron-LM run, intact, whose record states LayerNorm (export-hf refuses it)."""
+    model = tiny_causal_lm("llama")
+    args = megatron_args(model, normalization="LayerNorm", **extra)
+    return megatron_run(root, model, args)
+
+
+def _validate(run: Path, *flags) -> tuple[int, str, dict]:
+    """(exit code, the text verdict line, the --json report)."""
+    code, stdout, err = run_cli("ckpt", "validate", run, *flags)
+    json_code, json_out, _ = run_cli("ckpt", "validate", run, "--json", *flags)
+    assert json_code == code, (stdout, err, json_out)
+    return code, stdout.splitlines()[-1], json.loads(json_out)
+
+
+def test_an_intact_record_export_refuses_is_unsupported(tmp_path):
+    run = _layernorm_run(tmp_path)
+    code, verdict, report = _validate(run)
+    step = run / "iter_0000100"
+    assert code == 1, verdict
+    assert verdict.startswith(
+        f"UNSUPPORTED: {step} (intact; export-hf cannot convert it: {REFUSAL}) (megatron-lm,"
+    ), verdict
+    assert "INVALID" not in verdict, verdict
+    assert report["verdict"] == "unsupported" and report["valid"] is False, report
+    assert [f["message"] for f in report["findings"] if f["severity"] == "error"] == [REFUSAL]
+
+
+def _nan_weight(root: Path) -> Path:
+    """Intact but for one weight of NaNs, which --deep reads."""
+    model = tiny_causal_lm("llama")
+    name, weight = next(iter(mcore_weights(model).items()))
+    args = megatron_args(model, normalization="LayerNorm")
+    return megatron_run(root, model, args, extra={name: torch.full_like(weight, math.nan)})
+
+
+DAMAGE = {
+    "a truncated shard": (lambda root: _truncated(root, truncate_shard), ()),
+    "a missing shard": (lambda root: _truncated(root, remove_shard), ()),
+    "unreadable metadata": (
+        lambda root: _truncated(root, lambda d: (d / ".metadata").write_bytes(b"not a pickle")),
+        (),
+    ),
+    "NaN weights": (_nan_weight, ("--deep",)),
+    # a value stated as no number: a damaged record (`record_values`), not export's rule
+    "a damaged record value": (lambda root: _layernorm_run(root, norm_epsilon=math.nan), ()),
+}
+
+
+def _truncated(root: Path, damage) -> Path:
+    run = _layernorm_run(root)
+    damage(run / "iter_0000100")
+    return run
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_damage_beside_a_refused_record_is_invalid(tmp_path, case):
+    """Damage wins: the checkpoint is not intact, whatever export's rule says too."""
+    make, flags = DAMAGE[case]
+    run = make(tmp_path)
+    code, verdict, report = _validate(run, *flags)
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    assert report["verdict"] == "invalid" and report["valid"] is False, report
+
+
+def test_strict_without_a_manifest_stays_invalid(tmp_path):
+    """--strict fails a checkpoint with no manifest (no hash checked): that verdict, as
+    before, is INVALID; the refusal is still listed among the errors."""
+    code, verdict, report = _validate(_layernorm_run(tmp_path), "--strict")
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    assert report["verdict"] == "invalid", report
+    assert REFUSAL in [f["message"] for f in report["findings"]], report
+
+
+def test_a_sound_checkpoint_is_valid_in_json(tmp_path):
+    model = tiny_causal_lm("llama")
+    code, verdict, report = _validate(megatron_run(tmp_path, model, megatron_args(model)))
+    assert code == 0 and verdict.startswith("valid: "), verdict
+    assert report["verdict"] == "valid" and report["valid"] is True, report
