@@ -20,7 +20,8 @@ from pathlib import Path
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer
-from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir
+from mfsdp_ckpt.format.bridge_trackers import other_tracker_note, other_tracker_suffix
+from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir, megatron_kind
 from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file
 from mfsdp_ckpt.format.finding_runs import runs_held
 from mfsdp_ckpt.format.foreign_formats import (
@@ -74,6 +75,7 @@ from mfsdp_ckpt.format.path_refusals import (
 )
 from mfsdp_ckpt.format.run_steps import (
     confining_dir,
+    incomplete_step,
     is_ours,
     list_complete_steps,
     manifest_damage,
@@ -87,6 +89,7 @@ from mfsdp_ckpt.format.run_steps import (
     step_dirs,
     steps_here,
     unfinished_saves,
+    untracked_step_note,
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents, refuse_saved_without_model
 
@@ -370,11 +373,28 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
     and then updates the tracker, so the step a tracker names is in any listing made after
     it was read. `names`, listed before, missed a step a run still saving committed
     meanwhile, and the tracker naming it read as a damaged run dir."""
-    tracker = BRIDGE_TRACKER_FILE if BRIDGE_TRACKER_FILE in names else TRACKER_FILE
-    if tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge resumes from it before the .txt
-        tracked = read_bridge_tracker(run)
-    else:
+    if BRIDGE_TRACKER_FILE not in names:
         tracked = read_tracker_text(run) if TRACKER_FILE in names else None
+        return _from_tracked_run(run, names, role, TRACKER_FILE, tracked)
+    tracked = None  # Megatron-Bridge resumes from latest_train_state.pt before the .txt
+    try:
+        tracked = read_bridge_tracker(run)
+        paths = _from_tracked_run(run, names, role, BRIDGE_TRACKER_FILE, tracked)
+    except (DamagedRunDirError, IncompleteCheckpointError) as err:
+        suffix = other_tracker_suffix(run, tracked)
+        if not suffix:
+            raise
+        raise type(err)(f"{err}{suffix}") from None
+    if paths is None or tracked is None:
+        return paths
+    return noted(paths, other_tracker_note(run, tracked))
+
+
+def _from_tracked_run(
+    run: Path, names: list[str], role: str | None, tracker: str, tracked: str | None
+) -> CheckpointPaths | None:
+    """`_from_run_dir` once the tracker (`tracker`, naming `tracked`; None: none here) is
+    read."""
     steps = step_dirs(run, names if tracked is None else children(run))
     if not steps:
         if tracked is not None:
@@ -422,22 +442,27 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
 
 def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:
     """The one step dir of a run with no tracker is read all the same, but the trainer that
-    wrote it would not resume it: Megatron-LM's --load starts from random weights without
-    the tracker (checkpointing.py `_load_base_checkpoint`), Megatron-Bridge's without its
-    latest_train_state.pt or that file, and verl's resume_mode=auto trains from scratch
-    (`find_latest_ckpt_path` returns None). A user validating the run before loading it
-    there is told so. None for a step of mfsdp's own run, whose resume takes its newest
-    complete step when no tracker was written."""
+    wrote it would not resume it (`_untracked_loader`): a user validating the run before
+    loading it there is told so. None for a step of mfsdp's own run (its run dir is read by
+    `_from_our_run_dir`, which says what it reads)."""
     if paths.kind == MFSDP:
         return None
-    if paths.kind == MEGATRON_BRIDGE:
-        missing = f"{BRIDGE_TRACKER_FILE} or {TRACKER_FILE}"
-        loader = f"Megatron-Bridge's load from {run}"
-    elif is_megatron_step_name(name):
-        missing, loader = TRACKER_FILE, f"Megatron-LM's --load {run}"
-    else:
-        missing, loader = TRACKER_FILE, f"verl's resume from {run} (resume_mode=auto)"
+    missing, loader = _untracked_loader(run, name, paths.kind)
     return f"{run} has no {missing}: {loader} would start from scratch; reading {name}"
+
+
+def _untracked_loader(run: Path, name: str, kind: str | None) -> tuple[str, str]:
+    """(the tracker missing, the load that finds none) for a run of another trainer whose
+    step dir `name` (of layout `kind`, None when not read yet) has no tracker beside it:
+    Megatron-LM's --load starts from random weights without the tracker (checkpointing.py
+    `_load_base_checkpoint`), Megatron-Bridge's without its latest_train_state.pt or that
+    file (`_get_checkpoint_iteration` returns -1), and verl's resume_mode=auto trains from
+    scratch (`find_latest_ckpt_path` returns None)."""
+    if is_megatron_step_name(name) and (kind or megatron_kind(run / name)) == MEGATRON_BRIDGE:
+        return f"{BRIDGE_TRACKER_FILE} or {TRACKER_FILE}", f"Megatron-Bridge's load from {run}"
+    if is_megatron_step_name(name):
+        return TRACKER_FILE, f"Megatron-LM's --load {run}"
+    return TRACKER_FILE, f"verl's resume from {run} (resume_mode=auto)"
 
 
 def _newer_foreign(tracked: str, steps: dict[str, Path]) -> dict[str, str]:
@@ -513,19 +538,21 @@ def _refuse_choosing(run: Path, names: list[str]) -> None:
         f"{newest_of([n for n in names if n in unfinished])}"
         f" {'is a save' if len(unfinished) == 1 else 'are saves'} that did not finish"
     )
+    missing, loader = _untracked_loader(run, names[-1], None)
     if not complete:
         raise IncompleteCheckpointError(
-            f"{run}: {len(names)} step dirs and no {TRACKER_FILE}, and none is complete"
+            f"{run}: {len(names)} step dirs and no {missing}, and none is complete"
             f" ({did_not_finish})"
         )
-    _refuse_unread_steps(run, len(names), complete)
+    _refuse_unread_steps(run, len(names), complete, missing)
     shown = newest_of(complete) + (f"; {did_not_finish}" if unfinished else "")
     raise CheckpointPathError(
-        f"{run}: {len(names)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
+        f"{run}: {len(names)} step dirs and no {missing}; give one of them ({shown}): none"
+        f" is taken, as {loader} would start from scratch"
     )
 
 
-def _refuse_unread_steps(run: Path, count: int, complete: list[str]) -> None:
+def _refuse_unread_steps(run: Path, count: int, complete: list[str], missing: str) -> None:
     """Complete step dirs none of which is in a format mfsdp reads (verl's FSDP backend's)
     were offered to choose from, and the one chosen was refused next: the newest one's
     refusal (what it is and what converts it) is said at once, as a run with a tracker
@@ -543,7 +570,7 @@ def _refuse_unread_steps(run: Path, count: int, complete: list[str]) -> None:
         return
     if refused is not None:
         raise ForeignFormatError(
-            f"{run}: {count} step dirs and no {TRACKER_FILE}, none in a format mfsdp reads;"
+            f"{run}: {count} step dirs and no {missing}, none in a format mfsdp reads;"
             f" the newest: {refused}"
         )
 
@@ -587,7 +614,8 @@ def _own_names(candidates: list[str], steps: dict[str, Path]) -> list[str]:
 
 
 def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
-    """mfsdp's run dir: the tracker's step, which must be complete (manifest written)."""
+    """mfsdp's run dir: the tracker's step, which must be complete (manifest written); with
+    no tracker the newest complete step, as a resume takes it, said in a note."""
     if tracked is not None:
         if tracked == MEGATRON_RELEASE_DIR:
             raise DamagedRunDirError(
@@ -601,15 +629,24 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
             what = (
                 f"{target / MANIFEST_FILE} is {damage}"
                 if damage
-                else f"{target} is missing or incomplete"
+                else f"{target} {incomplete_step(target)}"
+                if os.path.lexists(target)
+                else f"{target} is missing"
             )
             raise DamagedRunDirError(
                 f"{run / TRACKER_FILE}: names step {int(tracked)}, but {what}{steps_here(run)}"
             )
-    else:
-        target = step_dir(run, list_complete_steps(run)[-1])
+        return CheckpointPaths(
+            target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR
+        )
+    target = step_dir(run, list_complete_steps(run)[-1])
     return CheckpointPaths(
-        target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR
+        target / DIST_CKPT_DIR,
+        target,
+        run,
+        MFSDP,
+        hf_dir=target / HF_ASSETS_DIR,
+        note=untracked_step_note(run, target.name),
     )
 
 

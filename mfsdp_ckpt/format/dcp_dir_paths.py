@@ -56,7 +56,7 @@ def from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
         note = f"{dcp} holds the optimizer state only: reading the checkpoint {model}"
         return noted(_hf_trainer_paths(model), note)
     if ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
-        kind = _megatron_kind(dcp)
+        kind = megatron_kind(dcp)
         hf_dir = _bridge_hf_export(dcp) if kind == MEGATRON_BRIDGE else None
         return CheckpointPaths(dcp, dcp, parent, kind, hf_dir=hf_dir)
     if dcp.name != DIST_CKPT_DIR:
@@ -129,9 +129,11 @@ def _hf_trainer_paths(dcp: Path) -> CheckpointPaths:
     )
 
 
-def _megatron_kind(iter_dir: Path) -> str:
-    """Megatron-Bridge writes train_state.pt and run_config.yaml into every iteration dir
-    (and latest_train_state.pt beside them); Megatron-LM writes none of them."""
+def megatron_kind(iter_dir: Path) -> str:
+    """The layout of a Megatron iteration dir: Megatron-Bridge writes train_state.pt and
+    run_config.yaml into every iteration dir (and latest_train_state.pt beside them);
+    Megatron-LM writes none of them. A run's refusal to choose among its step dirs asks too,
+    to name the tracker Bridge would have written."""
     bridge_files = (BRIDGE_TRAIN_STATE_FILE, BRIDGE_RUN_CONFIG_FILE)
     if any(is_file(iter_dir / name) for name in bridge_files) or is_file(
         iter_dir.parent / BRIDGE_TRACKER_FILE

@@ -321,6 +321,25 @@ def _bridge_step_problem(scalars: dict[str, int | float | bool]) -> str | None:
     return None
 
 
+def untracked_step_note(run_dir: str | os.PathLike, name: str) -> str | None:
+    """What reading mfsdp's run dir without its tracker says when it holds other step dirs
+    than `name`, the one read: the run dir, that it has no tracker, that `name` is the
+    newest complete step (the one `resume_step` resumes then) and the others, each save
+    that did not finish marked. The trainer writes the tracker after every save, so a run
+    without one was copied or edited: which of its steps stands for it is said, not taken
+    silently. None when `name` is its only step dir: there was nothing to choose."""
+    run = Path(run_dir)
+    others = sorted((n for n in step_dirs(run, children(run)) if n != name), key=natural_order)
+    if not others:
+        return None
+    complete = {step_dir(run, step).name for step in list_complete_steps(run)}
+    marked = [n if n in complete else f"{n}{UNFINISHED_MARK}" for n in others]
+    return (
+        f"{run} has no {TRACKER_FILE}: reading {name}, the newest complete step, the one"
+        f" checkpoint.resume=auto resumes without it; other step dirs here: {newest_of(marked)}"
+    )
+
+
 def steps_here(run_dir: str | os.PathLike) -> str:
     """` (step dirs here: global_step_10, global_step_20)` or ` (no step dirs here)`: what a
     message about a broken tracker adds, so the user sees what could be read instead."""

@@ -25,6 +25,10 @@ from tests.support.interop_layouts import BUILDERS, STEP, one_error_line, run_cl
 from trainer.config import SFTConfig
 
 RUN_LAYOUTS = ["megatron-lm", "verl-rl-v1", "verl-rl-v2", "verl-sft"]
+LOADERS = {  # the load that, with no tracker, takes no step (verl's and Megatron-LM's own)
+    "megatron-lm": "Megatron-LM's --load {run}",
+    "verl-rl-v1": "verl's resume from {run} (resume_mode=auto)",
+}
 
 
 def _snapshot(run: Path) -> dict[str, bytes]:
@@ -128,7 +132,8 @@ def test_step_dirs_to_choose_from_are_the_complete_ones(kind, made_optim, tmp_pa
         checkpoint_resolution.resolve_checkpoint(run)
     assert str(caught.value) == (
         f"{run}: 2 step dirs and no {layout.TRACKER_FILE}; give one of them"
-        f" ({step.name}; {newer.name} is a save that did not finish)"
+        f" ({step.name}; {newer.name} is a save that did not finish): none is taken, as"
+        f" {LOADERS[kind].format(run=run)} would start from scratch"
     )
     code, _out, err = run_cli("ckpt", "inspect", run)
     assert code == 2 and f"give one of them ({step.name};" in one_error_line(err), err

@@ -4,7 +4,7 @@ inspect, validate and export-hf print and `--json` carries.
 - One step dir and no tracker: Megatron-LM's --load (checkpointing.py
   `_load_base_checkpoint`), Megatron-Bridge's load and verl's resume_mode=auto
   (`find_latest_ckpt_path`) all start from scratch, not from that step. mfsdp's own run
-  resumes its newest complete step without a tracker: no note there.
+  resumes its newest complete step without a tracker: no note there for one step.
 - A Megatron non-persistent save, RUN/non_persistent/iter_N with a tracker of its own,
   whose step is at least the run's tracked one: a load with --non-persistent-ckpt-type
   global takes it instead.
@@ -88,7 +88,9 @@ def test_a_tracked_run_gets_no_such_note(made_optim, tmp_path):
 @pytest.mark.parametrize("manifest", ["kept", "damaged"])
 def test_mfsdps_own_run_without_a_tracker_gets_no_note(manifest, tmp_path):
     """mfsdp's resume takes the newest complete step when no tracker was written, so its
-    own run is read as it resumes; a step whose manifest is damaged is still ours."""
+    own run of one step is read as it resumes, with nothing to choose among to say
+    (several: tests/ckpt/test_run_dir_trackers_said.py); a step whose manifest is damaged
+    is still ours."""
     run = shutil.copytree(FIXTURES / "megatron_fsdp_qwen2" / "run", tmp_path / "run")
     (run / TRACKER).unlink()
     step = run / "global_step_2"

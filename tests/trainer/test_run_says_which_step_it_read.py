@@ -58,7 +58,10 @@ def test_an_mfsdp_run_without_tracker_names_the_newest_complete_step(made, tmp_p
     (tmp_path / "A" / "latest_checkpointed_iteration.txt").unlink()
     lines = _started(tmp_path, data, capsys, f"model.path={tmp_path / 'A'}")
     assert lines == [
-        f"[sft] weights from {tmp_path / 'A' / 'global_step_2'} (the newest complete step)"
+        f"[sft] weights from {tmp_path / 'A' / 'global_step_2'} (the newest complete step)",
+        f"[sft] note: {tmp_path / 'A'} has no latest_checkpointed_iteration.txt: reading"
+        " global_step_2, the newest complete step, the one checkpoint.resume=auto resumes"
+        " without it; other step dirs here: global_step_1",
     ]
 
 
