@@ -12,6 +12,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check import manifest_coverage
 from mfsdp_ckpt.check.blob_runs import small_blobs
 from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
 from mfsdp_ckpt.check.printable import first_of
@@ -52,7 +53,8 @@ def check_files(
 ) -> None:
     """Check the files a checkpoint is made of, by stat alone (the digests are `deep`'s):
     those `.metadata` names, and for a step with a manifest every file it lists, by size, and
-    every file it does not list. A size is what a cut-short copy or a full disk changes, and
+    every file it does not list (an error where our save always lists it:
+    `manifest_coverage`). A size is what a cut-short copy or a full disk changes, and
     a stat costs nothing next to a hash. A listed file is stat'ed inside the step dir, so a
     link out of it is refused, not followed. A checkpoint without a manifest (another
     tool's, a bare dist_ckpt) has only `.metadata` to go by."""
@@ -85,7 +87,10 @@ def check_files(
     except layout.CheckpointPathError as err:
         report.add_error(paths.step_dir, err)
         present = []
-    unknown = [name for name in present if name not in listed and name != layout.MANIFEST_FILE]
+    others = [name for name in present if name != layout.MANIFEST_FILE]
+    rewritten, unknown = manifest_coverage.unlisted(others, listed)
+    for relative in rewritten:  # at most the few `ALWAYS_WRITTEN`
+        report.add(ERROR, paths.step_dir / relative, manifest_coverage.UNLISTED)
     for relative in unknown[:MAX_LISTED_PROBLEMS]:
         report.add(WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)")
     left = len(unknown) - MAX_LISTED_PROBLEMS  # 20,000 junk files are one finding, not 20,000
@@ -190,10 +195,13 @@ def check_hashes(
     progress: ByteProgress | None,
 ) -> None:
     """The digest of every file the manifest records whose size is right (a wrong size is
-    check_files' finding), reported to `progress` as bytes: gigabytes of a large step."""
+    check_files' finding), reported to `progress` as bytes: gigabytes of a large step. The
+    verdict names the algorithms checked (`hash_algorithms`) only where the manifest lists
+    every file our save does: else the digests vouch for nothing, which its error says."""
     step_dir = paths.step_dir
     assert step_dir is not None  # a manifest is read from a step dir (`paths.manifest`)
-    report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
+    if not manifest_coverage.found_rewritten(report):
+        report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
     sized = {}
     for name, record in sorted(manifest.files.items()):
         try:

@@ -24,6 +24,7 @@ from mfsdp_ckpt.convert.export_source import (
     asset_files,
     bridge_tokenizer_dir,
     config_json_location,
+    given_assets,
     no_config_json,
     resolve_source,
     weights_summary,
@@ -229,9 +230,10 @@ def prepare_source(
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None
     if derived is not None:
         assets = _derived_assets(derived, local_paths, io)
+    elif hf_config is not None:  # what it refuses is the argument's fault: exit 2
+        assets = given_assets(str(hf_config), io)
     else:
-        skip = source.hf_skip if hf_config is None else ()
-        assets = asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
+        assets = asset_files(asset_location, io, asset_root, source.hf_skip, whole=True)
     if HF_CONFIG_FILE not in assets:
         if hf_config is None:  # an --hf-config given without one is the flag's fault first
             refuse_no_model_weights(source)

@@ -342,6 +342,17 @@ def asset_files(
     return AssetFiles(loaders, left_out, rewrite_assets(loaders, partial(join_location, location)))
 
 
+def given_assets(hf_config: str, io: str) -> AssetFiles:
+    """`asset_files` of `--hf-config DIR|config.json`, where a file refused (a FIFO or a
+    directory as config.json, a link out of its model dir, a key given twice) is the
+    argument's fault, exit 2 (ExportUsageError), as `read_config_json` says of a config
+    that is no JSON: the same file in a checkpoint's own huggingface/ is damage, exit 1."""
+    try:
+        return asset_files(hf_config, io)
+    except CheckpointFileError as err:
+        raise ExportUsageError(str(err)) from None
+
+
 def _local_candidates(
     base: Path, skip: Collection[str], whole: bool
 ) -> tuple[list[tuple[str, Path]], Path, list[str]]:
@@ -504,11 +515,11 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
         raise CheckpointFileError(f"{where}: {crowded}")
     try:
         parsed = loads_unique(data)
-    except DuplicateKeyError as err:
-        raise CheckpointFileError(f"{where}: {err} in one object") from None
-    except ValueError as err:  # bad syntax, nesting past MAX_JSON_DEPTH, not UTF-8, ...
+    except ValueError as err:  # a key twice, bad syntax, nesting past MAX_JSON_DEPTH, not UTF-8
         if name == HF_CONFIG_FILE:  # refused by `read_config_json`, with the config's exit code
             return
+        if isinstance(err, DuplicateKeyError):
+            raise CheckpointFileError(f"{where}: {err} in one object") from None
         if name == GENERATION_CONFIG_FILE and not isinstance(err, NestingError):
             return  # transformers skips one it cannot parse: left out of copies (`asset_rewrites`)
         raise CheckpointFileError(f"{where}: not valid JSON ({json_problem(err)})") from None

@@ -36,7 +36,13 @@ from mfsdp_ckpt.convert.export_prepare import (
 )
 from mfsdp_ckpt.convert.export_result import ExportResult
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import AssetFiles, asset_files, no_config_json, source_for
+from mfsdp_ckpt.convert.export_source import (
+    AssetFiles,
+    asset_files,
+    given_assets,
+    no_config_json,
+    source_for,
+)
 from mfsdp_ckpt.convert.lora_adapter import read_adapter
 from mfsdp_ckpt.convert.lora_merge import write_merged_lora
 from mfsdp_ckpt.convert.peft_adapter import write_peft_adapter
@@ -209,7 +215,11 @@ def _merged_assets(
     location = str(hf_config) if hf_config is not None else str(paths.hf_assets)
     assets = AssetFiles({})
     if Path(location).exists():
-        assets = asset_files(location, "local", whole=hf_config is None)
+        assets = (
+            asset_files(location, "local", whole=True)
+            if hf_config is None
+            else given_assets(location, "local")  # what it refuses is the argument's: exit 2
+        )
     if HF_CONFIG_FILE not in assets:
         raise no_config_json(location, hf_config, paths)
     refuse_config_against_record(source_for(paths, reader), paths, location, assets, hf_config)

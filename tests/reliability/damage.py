@@ -65,6 +65,12 @@ def add_unknown_file(run: Path) -> None:
     (dist_ckpt(run) / "__7_0.distcp").write_bytes(b"left over from another save")
 
 
+def drop_metadata_from_manifest(run: Path) -> None:
+    """The manifest resealed without .metadata, which says what every shard byte means."""
+    listed = f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}"
+    edit_manifest(step_dir(run), lambda data: data["files"].pop(listed))
+
+
 def edit_manifest_size(run: Path) -> None:
     name = f"{layout.DIST_CKPT_DIR}/{biggest_shard(step_dir(run)).name}"
     edit_manifest(

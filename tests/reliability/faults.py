@@ -19,6 +19,7 @@ from tests.reliability.damage import (
     add_unknown_file,
     blob_runs_code,
     delete_shard,
+    drop_metadata_from_manifest,
     drop_optimizer_state,
     drop_storage_entry,
     edit_manifest_size,
@@ -115,6 +116,17 @@ FAULTS: tuple[Fault, ...] = (
             "validate": Expect(0, "not listed in the manifest (unknown file)"),
             "export-hf": Expect(0, wrote_nothing=False),
             "resume": Expect(0, wrote_nothing=False),
+        },
+    ),
+    Fault(
+        "manifest_rewritten",
+        "corruption",
+        "manifest.json resealed without dist_ckpt/.metadata",
+        drop_metadata_from_manifest,
+        {
+            "validate": Expect(1, "not listed in manifest.json"),
+            "export-hf": Expect(REFUSED, "not listed in manifest.json"),
+            "resume": Expect(REFUSED, "not listed in manifest.json"),
         },
     ),
     Fault(
