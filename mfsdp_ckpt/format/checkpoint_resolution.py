@@ -85,6 +85,7 @@ from mfsdp_ckpt.format.run_steps import (
     read_bridge_tracker,
     read_tracker_text,
     refuse_manifest_leading_out,
+    resume_refusal,
     resume_step,
     step_dirs,
     steps_here,
@@ -447,20 +448,26 @@ def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:
     `_from_our_run_dir`, which says what it reads)."""
     if paths.kind == MFSDP:
         return None
-    missing, loader = _untracked_loader(run, name, paths.kind)
+    missing, loader = _untracked_loader(run, [name], paths.kind)
     return f"{run} has no {missing}: {loader} would start from scratch; reading {name}"
 
 
-def _untracked_loader(run: Path, name: str, kind: str | None) -> tuple[str, str]:
+def _untracked_loader(run: Path, names: list[str], kind: str | None) -> tuple[str, str]:
     """(the tracker missing, the load that finds none) for a run of another trainer whose
-    step dir `name` (of layout `kind`, None when not read yet) has no tracker beside it:
+    step dirs `names` (of layout `kind`, None when not read yet: then each is asked, so the
+    complete ones a refusal offers say whose run it is, not a newer save that did not
+    finish and wrote none of Megatron-Bridge's files) have no tracker beside them:
     Megatron-LM's --load starts from random weights without the tracker (checkpointing.py
     `_load_base_checkpoint`), Megatron-Bridge's without its latest_train_state.pt or that
     file (`_get_checkpoint_iteration` returns -1), and verl's resume_mode=auto trains from
     scratch (`find_latest_ckpt_path` returns None)."""
-    if is_megatron_step_name(name) and (kind or megatron_kind(run / name)) == MEGATRON_BRIDGE:
+    megatron = [name for name in names if is_megatron_step_name(name)]
+    bridge = kind == MEGATRON_BRIDGE or (
+        kind is None and any(megatron_kind(run / name) == MEGATRON_BRIDGE for name in megatron)
+    )
+    if megatron and bridge:
         return f"{BRIDGE_TRACKER_FILE} or {TRACKER_FILE}", f"Megatron-Bridge's load from {run}"
-    if is_megatron_step_name(name):
+    if megatron:
         return TRACKER_FILE, f"Megatron-LM's --load {run}"
     return TRACKER_FILE, f"verl's resume from {run} (resume_mode=auto)"
 
@@ -538,7 +545,7 @@ def _refuse_choosing(run: Path, names: list[str]) -> None:
         f"{newest_of([n for n in names if n in unfinished])}"
         f" {'is a save' if len(unfinished) == 1 else 'are saves'} that did not finish"
     )
-    missing, loader = _untracked_loader(run, names[-1], None)
+    missing, loader = _untracked_loader(run, complete or names, None)
     if not complete:
         raise IncompleteCheckpointError(
             f"{run}: {len(names)} step dirs and no {missing}, and none is complete"
@@ -637,7 +644,12 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
                 f"{run / TRACKER_FILE}: names step {int(tracked)}, but {what}{steps_here(run)}"
             )
         return CheckpointPaths(
-            target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR
+            target / DIST_CKPT_DIR,
+            target,
+            run,
+            MFSDP,
+            hf_dir=target / HF_ASSETS_DIR,
+            note=resume_refusal(run),
         )
     target = step_dir(run, list_complete_steps(run)[-1])
     return CheckpointPaths(

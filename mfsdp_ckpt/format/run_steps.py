@@ -322,22 +322,41 @@ def _bridge_step_problem(scalars: dict[str, int | float | bool]) -> str | None:
 
 
 def untracked_step_note(run_dir: str | os.PathLike, name: str) -> str | None:
-    """What reading mfsdp's run dir without its tracker says when it holds other step dirs
-    than `name`, the one read: the run dir, that it has no tracker, that `name` is the
-    newest complete step (the one `resume_step` resumes then) and the others, each save
-    that did not finish marked. The trainer writes the tracker after every save, so a run
-    without one was copied or edited: which of its steps stands for it is said, not taken
-    silently. None when `name` is its only step dir: there was nothing to choose."""
+    """What reading mfsdp's run dir without its tracker says: the run dir, that it has no
+    tracker, that `name` (the newest complete step) is read, the other step dirs (marked
+    by `step_states`) and what `checkpoint.resume=auto` does with the run, asked of
+    `resume_step` itself, so that the note and a resume never disagree (a save past `name`
+    that did not finish makes resume refuse until it is moved away). The trainer writes the
+    tracker after every save, so a run without one was copied or edited: which of its steps
+    stands for it is said, not taken silently. None when `name` is its only step dir and
+    resume takes it: there was nothing to choose."""
     run = Path(run_dir)
     others = sorted((n for n in step_dirs(run, children(run)) if n != name), key=natural_order)
-    if not others:
+    refusal = resume_refusal(run)
+    if not others and refusal is None:
         return None
-    complete = {step_dir(run, step).name for step in list_complete_steps(run)}
-    marked = [n if n in complete else f"{n}{UNFINISHED_MARK}" for n in others]
-    return (
-        f"{run} has no {TRACKER_FILE}: reading {name}, the newest complete step, the one"
-        f" checkpoint.resume=auto resumes without it; other step dirs here: {newest_of(marked)}"
-    )
+    shown = newest_of(marked_unfinished(run, others))
+    head = f"{run} has no {TRACKER_FILE}: reading {name}, the newest complete step"
+    if refusal is None:
+        return (
+            f"{head}, the one checkpoint.resume=auto resumes without it;"
+            f" other step dirs here: {shown}"
+        )
+    listed = f" (other step dirs here: {shown})" if others else ""
+    return f"{head}{listed}; {refusal}"
+
+
+def resume_refusal(run_dir: str | os.PathLike) -> str | None:
+    """What a note on reading mfsdp's run dir says of `checkpoint.resume=auto` when
+    `resume_step` refuses `run_dir` ("checkpoint.resume=auto refuses this run dir: " and
+    its own line), else None: what the tools say of a resume is what a resume does."""
+    from mfsdp_ckpt.errors import MfsdpError
+
+    try:
+        resume_step(run_dir)
+    except MfsdpError as err:
+        return f"checkpoint.resume=auto refuses this run dir: {err}"
+    return None
 
 
 def steps_here(run_dir: str | os.PathLike) -> str:
@@ -365,17 +384,42 @@ UNFINISHED_MARK = " (a save that did not finish)"
 
 
 def unfinished_saves(run: Path, names: list[str]) -> set[str]:
-    """Those of `names` (step dirs of `run`) that hold a save begun and not finished
-    (`unfinished_save`). An empty dir holds no save to call unfinished (given, it is named
-    no checkpoint); one that cannot be listed is left for reading it to name."""
-    found = set()
-    for name in names:
-        try:
-            if children(run / name) and unfinished_save(run / name) is not None:
-                found.add(name)
-        except (CheckpointPathError, CheckpointFileError):
-            continue
-    return found
+    """Those of `names` (step dirs of `run`) that `step_states` finds unfinished or empty:
+    neither is a step to give."""
+    return {name for name, state in step_states(run, names).items() if state in (UNFINISHED, EMPTY)}
+
+
+COMPLETE = "complete"
+UNFINISHED = "unfinished"
+EMPTY = "empty"
+NOT_A_STEP = "not a step"
+
+
+def step_states(run: Path, names: list[str]) -> dict[str, str]:
+    """{name: what it is} for `names` (entries of `run`): the one place that decides which
+    step dirs are steps to give, so every line listing them (a refusal to choose, a note,
+    `steps_here`) marks the same ones. NOT_A_STEP: no step dir's name, or not a directory.
+    EMPTY: a dir holding nothing, a save that wrote nothing (given, it is refused as one
+    that did not finish). UNFINISHED: a save begun and not finished (`unfinished_save`),
+    and in mfsdp's run (a step of it holds a manifest) any step dir without its manifest,
+    which mfsdp writes last. COMPLETE: the rest; a dir that cannot be listed is left for
+    reading it to name."""
+    ours = bool(list_complete_steps(run))
+    return {name: _step_state(run / name, ours) for name in names}
+
+
+def _step_state(step: Path, ours: bool) -> str:
+    if not _step_name(step.name) or not is_dir(step):
+        return NOT_A_STEP
+    try:
+        if not children(step):
+            return EMPTY
+        unfinished = unfinished_save(step) is not None
+    except (CheckpointPathError, CheckpointFileError):
+        return COMPLETE
+    if unfinished or (ours and not _is_file_followed(step / MANIFEST_FILE)):
+        return UNFINISHED
+    return COMPLETE
 
 
 def unfinished_save(step: Path) -> str | None:

@@ -26,6 +26,15 @@ def _dirs(parent: Path, names: list[str]) -> Path:
     return parent
 
 
+def _saved_steps(parent: Path, names: list[str], last: str = ".metadata") -> Path:
+    """Step dirs each holding the file their save writes last (DCP's `.metadata`, mfsdp's
+    `manifest.json`): an empty one is a save that wrote nothing, which every list of a
+    run's step dirs marks as not finished."""
+    for name in _dirs(parent, names).iterdir():
+        (name / last).write_bytes(b"")
+    return parent
+
+
 def _refusal(path: Path) -> str:
     with pytest.raises((layout.CheckpointPathError, layout.IncompleteCheckpointError)) as caught:
         checkpoint_resolution.resolve_checkpoint(path)
@@ -40,7 +49,7 @@ def _newest_listed(names: list[str]) -> str:
 def test_a_broken_tracker_counts_the_older_step_dirs_before_the_newest(tmp_path):
     """Was " (step dirs here: 2 more, global_step_3, ...)": a count read as a step dir."""
     names = [f"global_step_{step}" for step in range(1, SHOWN + 3)]
-    run = _dirs(tmp_path / "run", names)
+    run = _saved_steps(tmp_path / "run", names, layout.MANIFEST_FILE)
     (run / layout.TRACKER_FILE).write_text("broken")
     with pytest.raises(layout.DamagedRunDirError) as caught:
         run_steps.resume_step(run)
@@ -49,14 +58,15 @@ def test_a_broken_tracker_counts_the_older_step_dirs_before_the_newest(tmp_path)
 
 def test_step_dirs_without_a_tracker_count_the_older_ones(tmp_path):
     names = [f"global_step_{step}" for step in range(1, SHOWN + 4)]
-    said = _refusal(_dirs(tmp_path / "run", names))
+    said = _refusal(_saved_steps(tmp_path / "run", names))
     assert f"; give one of them ({_newest_listed(names)}): none is taken" in said, said
 
 
 def test_an_unfinished_tracked_save_lists_the_other_step_dirs_cut_and_counted(tmp_path):
     """The other step dirs were all listed, however many there were."""
     names = [f"iter_{step:07d}" for step in range(1, SHOWN + 5)]
-    run = _dirs(tmp_path / "run", [*names, "iter_0000200"])
+    run = _saved_steps(tmp_path / "run", names)
+    (run / "iter_0000200").mkdir()
     (run / layout.TRACKER_FILE).write_text("200")
     said = _refusal(run)
     assert said.endswith(f" (other step dirs here: {_newest_listed(names)})"), said

@@ -8,9 +8,12 @@
 - A tracker of mfsdp's naming no complete step: the refusal says what is there (missing, a
   file, a dir without its manifest).
 - Several step dirs and no tracker: mfsdp's own run is read at its newest complete step,
-  the one its resume takes, with a note naming the run, the missing tracker, the step read
-  and the others; another trainer's is refused naming its own tracker (Bridge's two) and
-  why none is taken (its load would start from scratch).
+  with a note naming the run, the missing tracker, the step read, the others and what
+  `checkpoint.resume=auto` does (resumes it, or refuses in resume's own words); another
+  trainer's is refused naming its own tracker (Bridge's two, whichever of its step dirs
+  is unfinished) and why none is taken (its load would start from scratch).
+- Every list of a run's step dirs marks what one place (`run_steps.step_states`) finds
+  unfinished or empty as a save that did not finish, never offered.
 
 Were: a Bridge run whose trackers disagreed was read at the .pt's step with no word of the
 .txt; an mfsdp run without its tracker was read at its newest step silently; a Bridge run
@@ -28,7 +31,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.format import checkpoint_resolution, layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run, train_state
@@ -149,17 +152,93 @@ def test_a_bridge_run_of_steps_without_trackers_names_both_and_why(bridge, tmp_p
 def test_our_run_of_steps_without_its_tracker_says_which_it_reads(ours, tmp_path):
     run = _copy(ours, tmp_path)
     (run / TXT).unlink()
-    (run / "global_step_3" / "dist_ckpt").mkdir(parents=True)  # a save stopped early
+    (run / "global_step_0" / "dist_ckpt").mkdir(parents=True)  # an older save stopped early
     note = (
         f"{run} has no {TXT}: reading global_step_2, the newest complete step, the one"
-        " checkpoint.resume=auto resumes without it; other step dirs here: global_step_1,"
-        " global_step_3 (a save that did not finish)"
+        " checkpoint.resume=auto resumes without it; other step dirs here: global_step_0"
+        " (a save that did not finish), global_step_1"
     )
+    assert run_steps.resume_step(run) == 2
     paths = checkpoint_resolution.resolve_checkpoint(run)
     assert (paths.kind, paths.step, paths.note) == (layout.MFSDP, 2, note)
     for command in ("validate", "inspect"):
         code, out, err = run_cli("ckpt", command, run)
         assert code == 0 and err.splitlines()[0] == f"note: {note}", out + err
+
+
+_NEWER_NOT_A_STEP = {
+    "a save stopped early": lambda step: (step / "dist_ckpt").mkdir(parents=True),
+    "an empty dir": lambda step: step.mkdir(),
+    "a file": lambda step: step.write_text("x"),
+}
+
+
+def _resume_refusal(run: Path) -> str:
+    """What `checkpoint.resume=auto` (`run_steps.resume_step`) says refusing `run`."""
+    with pytest.raises(layout.DamagedRunDirError) as caught:
+        run_steps.resume_step(run)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("newer", sorted(_NEWER_NOT_A_STEP))
+@pytest.mark.parametrize("tracked", [False, True])
+def test_our_run_read_says_what_resume_does_with_it(ours, tmp_path, newer, tracked):
+    """Was "the one checkpoint.resume=auto resumes" of global_step_2 while resume refused
+    until global_step_3 was moved away (and, tracked, nothing): the note is resume's own."""
+    run = _copy(ours, tmp_path)
+    if not tracked:
+        (run / TXT).unlink()
+    _NEWER_NOT_A_STEP[newer](run / "global_step_3")
+    refusal = _resume_refusal(run)
+    assert refusal.startswith(f"{run / 'global_step_3'} ") and "move it away" in refusal
+    said = f"checkpoint.resume=auto refuses this run dir: {refusal}"
+    paths = checkpoint_resolution.resolve_checkpoint(run)
+    assert (paths.step, paths.note.endswith(f"; {said}" if not tracked else said)) == (2, True)
+    assert "the one checkpoint.resume=auto resumes" not in paths.note, paths.note
+    code, out, err = run_cli("ckpt", "inspect", run)
+    assert code == 0 and f"note: {paths.note}" in err.splitlines(), out + err
+
+
+@pytest.mark.parametrize("newest", ["a .distcp alone", "nothing"])
+def test_a_bridge_run_without_trackers_says_its_unfinished_newest_save(bridge, tmp_path, newest):
+    """Was: Megatron-LM's tracker and load named when the newest iter_N/ was a save that did
+    not finish (asked alone whose run it is), and an empty one offered as a step to give."""
+    run = _bridge_trackers(_copy(bridge, tmp_path), pt=None, txt=None)
+    (run / "iter_0000030").mkdir()
+    if newest != "nothing":
+        shutil.copy(next((run / "iter_0000020").glob("*.distcp")), run / "iter_0000030")
+    code, out, err = run_cli("ckpt", "inspect", run)
+    assert code == 2, out + err
+    assert one_error_line(err) == (
+        f"error: {run}: 3 step dirs and no {PT} or {TXT}; give one of them (iter_0000010,"
+        " iter_0000020; iter_0000030 is a save that did not finish): none is taken, as"
+        f" Megatron-Bridge's load from {run} would start from scratch"
+    )
+    code, out, err = run_cli("ckpt", "inspect", run / "iter_0000030")
+    assert code == 1 and "did not finish" in one_error_line(err), out + err
+
+
+def test_every_list_of_step_dirs_marks_what_one_place_decides(ours, tmp_path):
+    """An empty step dir was marked in some lists (a tracked step's, mfsdp's note) and
+    offered in others (`steps_here`, a refusal to choose): each asks `step_states`."""
+    run = _copy(ours, tmp_path)
+    (run / "global_step_3" / "dist_ckpt").mkdir(parents=True)
+    (run / "global_step_4").mkdir()
+    (run / "global_step_5").write_text("x")
+    names = ["global_step_1", "global_step_2", "global_step_3", "global_step_4"]
+    states = run_steps.step_states(run, [*names, "global_step_5", TXT])
+    assert states == {
+        "global_step_1": run_steps.COMPLETE,
+        "global_step_2": run_steps.COMPLETE,
+        "global_step_3": run_steps.UNFINISHED,
+        "global_step_4": run_steps.EMPTY,
+        "global_step_5": run_steps.NOT_A_STEP,
+        TXT: run_steps.NOT_A_STEP,
+    }
+    mark = run_steps.UNFINISHED_MARK
+    assert run_steps.steps_here(run) == (
+        f" (step dirs here: global_step_1, global_step_2, global_step_3{mark}, global_step_4{mark})"
+    )
 
 
 @pytest.mark.parametrize(

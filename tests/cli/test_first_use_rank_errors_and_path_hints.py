@@ -104,8 +104,10 @@ def test_ranks_that_only_lost_each_other_say_so_once(tmp_path):
 def test_a_mistyped_checkpoint_path_names_the_closest_one(
     tmp_path, monkeypatch, command, given, meant, steps
 ):
-    for step in (40, 80):
-        (tmp_path / "runs" / "demo" / "sft" / f"global_step_{step}").mkdir(parents=True)
+    for step in (40, 80):  # complete steps: an empty step dir is a save that did not finish
+        step_dir = tmp_path / "runs" / "demo" / "sft" / f"global_step_{step}"
+        step_dir.mkdir(parents=True)
+        (step_dir / "manifest.json").write_text("{}")
     (tmp_path / "runs" / "demo" / "data").mkdir()
     monkeypatch.chdir(tmp_path)
     name, *options = command
