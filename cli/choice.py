@@ -7,10 +7,11 @@ defaults sfr`, `--role actr`) got only the list, leaving the user to spot the ty
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import click
+
+from trainer.config_suggestions import closest_choice
 
 
 class Choice(click.Choice):
@@ -19,12 +20,10 @@ class Choice(click.Choice):
 
     def get_invalid_choice_message(self, value: Any, ctx: click.Context | None) -> str:
         told = super().get_invalid_choice_message(value, ctx)
-        choices = [str(choice) for choice in self.choices]
-        by_lower = {choice.lower(): choice for choice in choices}
-        close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1)
-        if not close:
+        close = closest_choice(str(value), [str(choice) for choice in self.choices])
+        if close is None:
             return told
-        return f"{told.rstrip('.')} (did you mean {by_lower[close[0]]!r}?)"
+        return f"{told.rstrip('.')} (did you mean {close!r}?)"
 
 
 __all__ = ["Choice"]

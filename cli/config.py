@@ -30,7 +30,9 @@ def config() -> None:
 @click.argument("trainer", type=Choice(["sft", "grpo"]), metavar="TRAINER")
 def defaults(trainer: str) -> None:
     """Print every config key of `mfsdp train TRAINER` (sft or grpo) with its default, as a
-    YAML file that `--config` takes (edit what you need, delete the rest).
+    YAML file that `--config` takes (edit what you need, delete the rest). GRPO's prompt and
+    response lengths are printed to fit the default model.shape's context, a comment giving
+    their defaults.
 
     Keys and ranges are those of trainer/config.py and trainer/grpo/config.py; verl's key
     names are accepted too (docs/verl.md).
@@ -39,11 +41,9 @@ def defaults(trainer: str) -> None:
     Example:
       mfsdp config defaults grpo > grpo.yaml
     """
-    from trainer.config import SFTConfig, defaults_yaml
-    from trainer.grpo.config import GRPOConfig
+    from cli.config_defaults import defaults_text
 
-    click.echo(f"# mfsdp train {trainer} --config THIS_FILE   (every key, at its default)")
-    click.echo(defaults_yaml(SFTConfig if trainer == "sft" else GRPOConfig), nl=False)
+    click.echo(defaults_text(trainer), nl=False)
 
 
 @config.command("from-verl", short_help="Convert a verl script or config.")

@@ -36,6 +36,7 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     checks it runs on it; the first problem exits 2 with the line train prints."""
     from trainer.model_source import check_tokenizer_present, resolve_model_source
     from trainer.prerequisites import check_context_length
+    from trainer.tokenizer_vocabulary import check_tokenizer_vocabulary
 
     if config_path is not None:
         refuse_missing(config_path)
@@ -43,6 +44,7 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     check_data_files(cfg.data, "rl" if trainer == "grpo" else "sft", config_path is not None)
     source = resolve_model_source(cfg.model)  # the config's part of `check_prerequisites`
     check_tokenizer_present(cfg.model, source)
+    check_tokenizer_vocabulary(cfg.model, source)
     _refuse_uncomputable_record(source)
     if trainer == "grpo":
         check_context_length(cfg, source)

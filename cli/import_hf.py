@@ -103,6 +103,7 @@ def import_hf(
     from mfsdp_ckpt.format.hub_id import hub_id_hint
     from mfsdp_ckpt.format.path_refusals import refuse_url
     from trainer.threads import configure_threads
+    from trainer.tokenizer_vocabulary import vocabulary_missing
 
     refuse_url(hf_dir)  # `file:///x` read as the local dir file:/x was "no such directory"
     refuse_missing(hf_dir, hint=hub_id_hint(hf_dir, ""))
@@ -130,4 +131,11 @@ def import_hf(
                 allow_nonfinite=allow_nonfinite,
             )
 
-    echo_result(run(), as_json, derived=("convert_gb_per_s",))
+    result = run()
+    missing = vocabulary_missing(hf_dir)  # as export-hf says it of its output
+    if missing is not None:
+        result.notes.append(
+            f"{missing}: training from {out_dir} needs model.tokenizer=DIR, a local dir with the"
+            " model's tokenizer files"
+        )
+    echo_result(result, as_json, derived=("convert_gb_per_s",))

@@ -45,6 +45,7 @@ from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from mfsdp_ckpt.storage.output_path import collapse_dot_dot
 from trainer import verl_keys
+from trainer.attention_names import attention_refusal
 from trainer.config_base import (
     COMMAND_LINE,
     RUN_NAMES,
@@ -70,6 +71,7 @@ from trainer.grpo.aggregation import LossNormalization
 from trainer.lora_scale import refuse_overflowing_scale
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
+from trainer.shapes import SHAPE_NAMES, shape_refusal
 from trainer.shown_value import overrides_typed, typed_text
 from trainer.verl_hydra_files import deletion_hint, refused_selection
 from trainer.verl_source import VerlSourceError, parse_verl_yaml
@@ -142,7 +144,8 @@ class ModelConfig:
     tokenizer: LocalPath | None = None  # default: `path`, else the embedded tiny tokenizer
     overrides: HFOverrides = field(default_factory=dict)  # HF config fields: {num_hidden_layers: 4}
     # sdpa | varlen (packed rows through flash attention: trainer/attention.py) | flex_attention
-    attn_implementation: str = "sdpa"
+    # | ... (trainer/attention_names.py)
+    attn_implementation: Annotated[str, Checked(attention_refusal)] = "sdpa"
     activation_checkpointing: bool = False
     compile: bool = False  # torch.compile each decoder layer
     # chunked: never materialises full fp32 logits; liger: liger-kernel's fused linear CE
@@ -652,6 +655,8 @@ def check_across_keys(config: T) -> T:
     model = getattr(config, "model", None)
     if isinstance(model, ModelConfig):  # LoRA's rank, alpha and targets, read together
         check_lora_fields(model)
+    if isinstance(model, ModelConfig) and model.path is None and model.shape not in SHAPE_NAMES:
+        raise ConfigError(shape_refusal(model.shape))  # the shape is read only without a path
     optim = getattr(config, "optim", None)
     if isinstance(optim, OptimConfig) and optim.scheduler != "constant" and optim.min_lr > optim.lr:
         raise ConfigError(
@@ -700,11 +705,6 @@ def _number(key: str, value: float) -> str:
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Plain nested dict (for logs, checkpoint info, and writing the resolved config back out)."""
     return dataclasses.asdict(config)
-
-
-def defaults_yaml(cls: type) -> str:
-    """Every key of `cls` at its default, as a YAML file `load_config` reads back as `cls()`."""
-    return dump_yaml(config_to_dict(cls()))
 
 
 def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:

@@ -6,7 +6,9 @@ searched (`optim.lrr`: optim.lr), with verl's names there shown with mfsdp's key
 (`trainer.save_freqs`: trainer.save_freq (checkpoint.save_every here)), then the other
 sections (`trainer.lr`: optim.lr), and an unknown section name is mended (`optimizer.lr`).
 Kept out of `trainer.config`, whose loader calls `unknown_key_message` on the first unknown
-key it finds; `trainer.verl_keys` ranks verl's unmapped keys with `close_keys`.
+key it finds; `trainer.verl_keys` ranks verl's unmapped keys with `close_keys`. A key of a
+few named values (`model.shape`, `model.attn_implementation`, `checkpoint.resume`) names the
+one a mistyped value was meant for with `closest_choice`.
 """
 
 from __future__ import annotations
@@ -264,3 +266,23 @@ def all_keys(cls: type, prefix: str = "") -> list[str]:
         if dataclasses.is_dataclass(hints[f.name]):
             keys += all_keys(cast(type, hints[f.name]), f"{prefix}{f.name}.")
     return keys
+
+
+def closest_choice(given: str, choices: Sequence[str]) -> str | None:
+    """The one of `choices` that `given` was most likely meant for, case aside (`Qwen2-0.5B`
+    is qwen2-0.5b, `disabled` is disable), with difflib's cutoff as click's own suggestions
+    for commands and options; None where none is close."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(given.lower(), list(by_lower), n=1)
+    return by_lower[close[0]] if close else None
+
+
+def choice_refusal(
+    key: str, given: str, what: str, choices: Sequence[str], otherwise: str = ""
+) -> str:
+    """The one line for `key` given `given`, which is none of `choices` (all of them named,
+    never cut) and is `what` (`unknown shape`), with what else may be done (`otherwise`:
+    ` or set model.path`) and the closest choice where one is."""
+    meant = closest_choice(given, choices)
+    hint = f"; did you mean {meant}?" if meant is not None else ""
+    return f"{key}: {what} {given!r}; choose {' | '.join(choices)}{otherwise}{hint}"

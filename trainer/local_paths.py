@@ -330,11 +330,18 @@ def check_run_dir_steps(run_dir: str, resume: str) -> None:
     without keeping the old one, and a later `resume=auto` resumed from the newest step,
     whichever run it came from, then overwrote the old run's steps. Refused, naming the
     steps (or what else is at a step's name); the user moves them away or chooses another
-    run_dir."""
+    run_dir.
+
+    Any other value is a checkpoint's path, resolved here as the run will resolve it: a
+    typo (`disabled`), a missing path or a model dir is refused naming the key
+    (`resume_key.check_resume_path`)."""
     if resume == "auto":
         run_steps.resume_step(run_dir)
         return
     if resume != "disable":
+        from trainer.resume_key import check_resume_path
+
+        check_resume_path(run_dir, resume)
         return
     if run_steps.list_complete_steps(run_dir):
         raise ConfigError(

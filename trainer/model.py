@@ -57,7 +57,7 @@ from trainer.model_source import (
 )
 from trainer.model_weights import check_weight_files
 from trainer.rope_check import refuse_invalid_rope, rope_verdicts_held
-from trainer.shapes import SHAPES
+from trainer.shapes import SHAPES, shape_refusal
 from trainer.tokenizer_ids import check_loaded_tokenizer
 
 if TYPE_CHECKING:  # transformers is imported where it is used: loading it takes seconds
@@ -278,10 +278,7 @@ def _config_source(
     elif cfg.shape in SHAPES:
         fields = dict(SHAPES[cfg.shape])
     else:
-        raise ConfigError(
-            f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set "
-            "model.path"
-        )
+        raise ConfigError(shape_refusal(cfg.shape))
     make = functools.partial(_for_model, fields.pop("model_type"), fields)
     return make({}), make
 

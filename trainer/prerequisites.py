@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from trainer.config import ConfigError
 from trainer.model_source import ModelSource, check_tokenizer_present, resolve_model_source
 from trainer.shapes import SHAPES
+from trainer.tokenizer_vocabulary import check_tokenizer_vocabulary
 from trainer.wandb_key import wandb_key_problem
 
 VLLM_MISSING = (
@@ -42,10 +43,11 @@ MEGATRON_FSDP_NEEDS_CUDA = "strategy.name=megatron_fsdp needs CUDA; use strategy
 
 def check_prerequisites(cfg: Any) -> None:
     """ConfigError (exit 2, one line) when the config asks for what this machine lacks, or
-    its model dir lacks the tokenizer the run would load from it, or the context its
-    rollouts need."""
+    its model dir (or model.tokenizer) lacks the tokenizer the run would load from it, or
+    the context its rollouts need."""
     source = resolve_model_source(cfg.model)
     check_tokenizer_present(cfg.model, source)
+    check_tokenizer_vocabulary(cfg.model, source)
     rollout = getattr(cfg, "rollout", None)
     if rollout is not None:
         check_context_length(cfg, source)
@@ -124,9 +126,9 @@ def check_context_length(cfg: Any, source: ModelSource | None) -> None:
     engine is held to the same limit: its rotary embedding runs on past it, at positions
     the model never saw, and the actor trains on those sequences with either engine.
     A named shape (`model.shape`, no model dir) is held to its own fields: vLLM and the hf
-    engine run it the same way. Where the config does not say (an unreadable config.json,
-    an unknown shape, a rope scaling vLLM would read otherwise) or
-    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, nothing is refused here."""
+    engine run it the same way (an unknown shape is refused as the config is loaded). Where
+    the config does not say (an unreadable config.json, a rope scaling vLLM would read
+    otherwise) or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, nothing is refused here."""
     if os.environ.get(LONG_CONTEXT_ALLOWED, "0").strip().lower() in ("1", "true"):
         return
     fields = _model_config_fields(cfg.model, source)
@@ -229,7 +231,7 @@ def _model_config_fields(model: Any, source: ModelSource | None) -> dict[str, An
     config or a known shape."""
     if source is None:
         fields = shape_config_fields(model.shape)
-        if fields is None:  # the model build names the unknown shape
+        if fields is None:  # an unknown shape: refused as the config is loaded
             return None
     elif source.derived is not None:
         fields = dict(source.derived)

@@ -40,13 +40,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mfsdp_ckpt.check.removed_while_read import removal_of
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.lora_fields import base_weights_dir
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import read_base_model
 from trainer.config import end_step
+from trainer.resume_key import WORDS as RESUME_WORDS
+from trainer.resume_key import named_resume_error
 from trainer.resume_state import STEP, check_trainer_state
 
 if TYPE_CHECKING:  # torch loads with it: the names here are read without it
@@ -244,10 +246,16 @@ def resume_target(
     anything (GRPO before its rollout engine starts and writes its model dir into the run
     dir); `resume_if_any` asks again when it loads. `find`: the lookup (default
     `checkpointer.find_resume` in `run_dir`). What needs the model or the saved state (the
-    adapter rank, the keys and shapes, the data position) is checked at the load."""
+    adapter rank, the keys and shapes, the data position) is checked at the load. A path
+    that names no checkpoint is refused naming `checkpoint.resume` (`named_resume_error`)."""
     from mfsdp_ckpt.checkpointer import find_resume, refuse_absent_contents
 
-    found = _found_by_rank_0(find or partial(find_resume, run_dir), resume)
+    try:
+        found = _found_by_rank_0(find or partial(find_resume, run_dir), resume)
+    except MfsdpError as err:
+        if resume in RESUME_WORDS:  # auto's problems are the run dir's, named by it
+            raise
+        raise named_resume_error(resume, err) from None
     if found is None:
         return None
     if found.step is not None:  # known by its name: refused before the load, not after it

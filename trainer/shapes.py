@@ -1,14 +1,18 @@
 """The public architecture shapes a run may name (`model.shape`) to train a random-init
 model of a released model's size without its weights.
 
-A module of its own, free of torch: the launcher checks a GRPO run's lengths against a
-shape's context before torch is imported (trainer.prerequisites), and trainer.model builds
-the shape's model.
+A module of its own, free of torch: the config loader refuses an unknown shape
+(`shape_refusal`) and the launcher checks a GRPO run's lengths against a shape's context
+before torch is imported (trainer.prerequisites), and trainer.model builds the shape's model.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from trainer.config_suggestions import choice_refusal
+
+TINY = "tiny"  # the embedded tiny model (trainer.tiny), sized to the run's tokenizer
 
 # Public architecture shapes (config.json fields) for random-init runs; vocab sizes as shipped.
 SHAPES: dict[str, dict[str, Any]] = {
@@ -74,3 +78,14 @@ SHAPES: dict[str, dict[str, Any]] = {
         max_position_embeddings=131072,
     ),
 }
+
+
+SHAPE_NAMES = (TINY, *SHAPES)  # what model.shape may name
+
+
+def shape_refusal(shape: str) -> str:
+    """The line refusing `model.shape=shape`, a name no shape here has: every shape named,
+    and the closest, case aside (`Qwen2-0.5B` is qwen2-0.5b). The config loader refuses it
+    (`trainer.config.check_across_keys`): the model build met it only once torch had loaded,
+    and a GRPO run's context check had no fields to hold its lengths to."""
+    return choice_refusal("model.shape", shape, "unknown shape", SHAPE_NAMES, " or set model.path")

@@ -273,7 +273,10 @@ def test_every_config_key_and_its_default_is_printed_as_a_config_file(trainer, c
     assert code == 0, err
     written = tmp_path / "defaults.yaml"
     written.write_text(out)
-    assert load_config(cls, written) == cls()
+    expected = cls()
+    if trainer == "grpo":  # its lengths printed to fit the default model.shape (tiny: 512)
+        expected.data.max_prompt_length = expected.rollout.max_response_length = 256
+    assert load_config(cls, written) == expected
     assert set(all_keys(cls)) <= {
         f"{section}.{key}" if key else section
         for section, values in yaml.safe_load(out).items()

@@ -115,7 +115,8 @@ def _earlier_run(run_dir, steps):
     from mfsdp_ckpt.format import layout, step_saving
 
     for step in steps:
-        layout.step_dir(run_dir, step).mkdir(parents=True)
+        (layout.step_dir(run_dir, step) / layout.DIST_CKPT_DIR).mkdir(parents=True)
+        (layout.step_dir(run_dir, step) / layout.DIST_CKPT_DIR / ".metadata").write_bytes(b"saved")
         (layout.step_dir(run_dir, step) / layout.MANIFEST_FILE).write_text("{}")
     step_saving.write_tracker(run_dir, steps[-1])
 

@@ -46,6 +46,8 @@ def test_a_damaged_only_step_is_refused_before_the_run_starts(cls, tmp_path, mon
         load_checked_config(cls, None, [f"trainer.run_dir={run}"])
     with pytest.raises(layout.DamagedRunDirError, match=f"{step} holds no manifest.json"):
         load_checked_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=disable"])
+    (tmp_path / "other").mkdir()  # a dist_ckpt of another run's
+    (tmp_path / "other" / ".metadata").write_bytes(b"saved")
     load_checked_config(
         cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={tmp_path}/other"]
     )

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from trainer.config import SFTConfig, defaults_yaml, load_config, write_resolved_config
+from cli.config_defaults import defaults_text
+from trainer.config import SFTConfig, load_config, write_resolved_config
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.grpo.config import GRPOConfig
 from trainer.tiny import build_tokenizer
@@ -78,7 +79,7 @@ def test_a_config_a_run_wrote_reads_back_as_that_run_read_its_rows(tmp_path):
     assert "prompt_key: prompt" in written.read_text()
     assert _trained(tmp_path, written.read_text(), []).startswith("MSG-A")
     defaults = tmp_path / "defaults.yaml"
-    defaults.write_text(defaults_yaml(SFTConfig))
+    defaults.write_text(defaults_text("sft"))
     assert load_config(SFTConfig, defaults) == SFTConfig()
 
 
