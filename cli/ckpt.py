@@ -116,7 +116,8 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     short_help="Check that a checkpoint is complete and intact.",
     help=f"""Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
 The verdict line starts valid, INVALID (damage, or a check that failed), or UNSUPPORTED
-(intact, but export-hf cannot convert it: a model such as LayerNorm's, said why; exit 1).
+(intact, but a kind of model or adapter export-hf does not convert, such as LayerNorm or
+DoRA, said why; exit 1).
 
 {PATH_HELP}
 
@@ -215,7 +216,7 @@ def _check_hf_config_readable(hf_config: str) -> None:
     JSON, no model_type), is bad usage (exit 2), as export-hf says: reported as a finding,
     it made a sound checkpoint INVALID. A dir without one is said to be what it is (a
     checkpoint's step: its huggingface/ holds the config.json), as export-hf says it."""
-    from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json, refuse_quantized
     from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
     from mfsdp_ckpt.storage import safe_files
     from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -230,7 +231,7 @@ def _check_hf_config_readable(hf_config: str) -> None:
     try:
         if os.path.lexists(config_file):  # inside its model dir, as export reads it
             safe_files.regular_file(config_file, root, f"the model dir {config_file.parent}")
-        read_config_json(config_file, root)
+        refuse_quantized(read_config_json(config_file, root)[1], config_file)
     except (HFConfigError, CheckpointFileError) as err:
         fail(f"--hf-config {err}", EXIT_USAGE)
 
@@ -240,8 +241,9 @@ def _verdict(report: ValidationReport, strict: bool, deep: bool) -> str:
     what that leaves unchecked and why. Where a run dir's tracker alone failed, it names the
     run dir, and the step read in its place as valid: "INVALID: RUN/global_step_N/dist_ckpt"
     sent users to delete a sound step. A checkpoint whose only errors are export-hf's
-    refusals of what it records (a LayerNorm model) is UNSUPPORTED, with the first refusal:
-    INVALID there read as damage, and sent users to delete days of compute."""
+    refusals of a kind of model or adapter (a LayerNorm model, DoRA) is UNSUPPORTED, with
+    the first refusal: INVALID there read as damage, and sent users to delete days of
+    compute. Damage (any other error) is never UNSUPPORTED (`ValidationReport.verdict`)."""
     from mfsdp_ckpt.check.printable import MAX_ERROR_CHARS, cut_to
     from mfsdp_ckpt.check.report import UNSUPPORTED
 

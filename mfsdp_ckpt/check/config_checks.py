@@ -18,6 +18,7 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.report import (
     ERROR,
     NO_HF_CONFIG,
+    NOTE,
     WARNING,
     ValidationReport,
     error_location,
@@ -83,6 +84,7 @@ def check_against_config(
         root = safe_files.model_dir_root(config_file.parent)
         within = f"the model dir {config_file.parent}"
     weights = {roots.module_path(k): k for k in roots.weight_keys(reader.tensors)}
+    _leave_out_buffers(report, weights, paths.dist_ckpt)
     try:
         safe_files.regular_file(config_file, root, within)
         _check_layer_count(report, config_file, root, weights)
@@ -133,6 +135,17 @@ def check_against_config(
     )
     if report.deep and expected.tie_word_embeddings:
         _check_tied_head(paths, reader, weights, report, config_file)
+
+
+def _leave_out_buffers(report: ValidationReport, weights: dict[str, str], where: Path) -> None:
+    """Buffers loading ignores (`stored_buffers`) taken out of `weights` (module path:
+    stored key) with a note, as export-hf and import-hf leave them out: "unexpected for"
+    the config called a checkpoint whose every weight is sound INVALID."""
+    from mfsdp_ckpt.convert.stored_buffers import ignored_buffers, left_out_note
+
+    buffers = [weights.pop(path) for path in ignored_buffers(list(weights))]
+    if buffers:
+        report.add(NOTE, where, left_out_note(buffers))
 
 
 def check_lora_against_config(
@@ -466,6 +479,8 @@ def _check_plan(
     else:  # the main model fits; MTP layers have no counterpart in the config to check
         if plan.lora is not None:
             _check_adapter_records(report, source, plan.lora)
+        for note in plan.buffer_notes():
+            report.add(NOTE, paths.dist_ckpt, note)
         if plan.mtp is not None:
             report.add(
                 WARNING,
@@ -541,17 +556,18 @@ def _refused_adapter(report: ValidationReport, source: ExportSource, err: Except
     """An error (exit 1) for an adapter export-hf refuses under any config or flag
     (`split_adapters`, `describe_adapters`, `plan_adapter`: the rules export applies, not a
     list of validate's own): what validate passes, export writes. Said at the checkpoint,
-    with the stored key or the record file that export names. Export's rule (a variant, a
-    module it does not map) is `unsupported`; a record of the adapter that cannot be read,
-    or one whose rank contradicts the tensors, is damage."""
-    from mfsdp_ckpt.convert.export_errors import AdapterRecordMismatch, ExportUsageError
+    with the stored key or the record file that export names. `unsupported` only where
+    export refuses a kind of adapter (`RefusedKind`: DoRA, rslora, a module it does not
+    map, a bias, a second adapter); any other refusal is damage (half of an A/B pair gone,
+    mixed ranks, a record that cannot be read or whose rank contradicts the tensors)."""
+    from mfsdp_ckpt.convert.export_errors import RefusedKind
 
     text, location = str(err), source.location
     # a record file inside the checkpoint (its run_config.yaml) is named whole
     located = text.startswith((f"{location} ", f"{location}:"))
     what = without_location(err, location) if located else text
     message = f"export-hf refuses this adapter: {what}"
-    if isinstance(err, ExportUsageError) and not isinstance(err, AdapterRecordMismatch):
+    if isinstance(err, RefusedKind):
         report.add_unsupported(source.location, message)
     else:
         report.add(ERROR, source.location, message)
@@ -564,28 +580,58 @@ def _record_refused(
     err: Exception,
 ) -> None:
     """Export's refusal of what the record states (`err`: MegatronConfigError), in export's
-    line: `unsupported`, the checkpoint intact and its model one export does not convert;
-    but a damaged record, one stating a value as no finite number (`damaged_values`,
-    refused as damage whatever config is given: `record_agreement`), stays an error."""
+    line. `unsupported` only for a kind of model export does not convert (`RefusedKind`:
+    LayerNorm, GELU, a sigmoid router) stated by a record otherwise sound; any other
+    refusal (a size of -1 or "2", heads not in their groups, a bound passed) is damage, and
+    so is a kind refusal beside damage the record shows (`_record_damage`): damage wins."""
+    from mfsdp_ckpt.convert.export_errors import RefusedKind
+
     where = error_location(err, paths.root)
-    if _states_damaged_values(paths, reader):
+    if not isinstance(err, RefusedKind):
         report.add_error(where, err)
-    else:
+        return
+    damage = _record_damage(paths, reader)
+    if damage is None:
         report.add_unsupported(where, without_location(err, where))
+        return
+    report.add_error(where, err)
+    report.add(ERROR, *damage)
 
 
-def _states_damaged_values(paths: layout.CheckpointPaths, reader: CheckpointReader) -> bool:
-    """Whether the record states a value it is compared on as no finite number (NaN, a
-    list, "1e-6"); a record that cannot be read again counts as damaged."""
-    from mfsdp_ckpt.convert.megatron_config import MegatronSettingsMissing
-    from mfsdp_ckpt.convert.megatron_record import recorded_settings
+def _record_damage(
+    paths: layout.CheckpointPaths, reader: CheckpointReader
+) -> tuple[str, str] | None:
+    """(where, what) of damage in a record export refuses for its kind, None where it is
+    sound: the derivation's own checks of every value (`recorded_config`: a value that is
+    no valid value, values that contradict each other, a bound passed), a value compared
+    with a config stated as no finite number (`damaged_values`), more layers recorded than
+    stored. A record that cannot be read again is damage too."""
+    from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint
+    from mfsdp_ckpt.convert.megatron_config import (
+        MegatronConfigError,
+        MegatronKindRefused,
+        MegatronSettingsMissing,
+    )
+    from mfsdp_ckpt.convert.megatron_record import recorded_config, recorded_settings
     from mfsdp_ckpt.convert.record_values import damaged_values
 
+    recorded = None
     try:
         recorded = recorded_settings(paths, reader)
-    except (MegatronSettingsMissing, CheckpointFormatError, CheckpointFileError):
-        return True
-    return recorded is not None and bool(damaged_values(recorded.settings, recorded.names))
+        recorded_config(paths, reader)
+    except MegatronKindRefused as kind:
+        config = kind.config
+    except MegatronSettingsMissing:  # no sizes to hold to the weights (a hand-made record)
+        config = None
+    except (MegatronConfigError, CheckpointFormatError, CheckpointFileError) as err:
+        where = error_location(err, paths.root)
+        return where, without_location(err, where)
+    else:
+        config = None
+    if recorded is not None and (found := damaged_values(recorded.settings, recorded.names)):
+        return recorded.where, f"{', '.join(found)}: not a finite number (a damaged record)"
+    beyond = config and layers_beyond_checkpoint(config["num_hidden_layers"], reader.tensors)
+    return (recorded.where if recorded else str(paths.dist_ckpt), beyond) if beyond else None
 
 
 def _already_wrong(report: ValidationReport, where: str) -> bool:

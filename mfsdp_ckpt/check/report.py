@@ -16,10 +16,12 @@ from mfsdp_ckpt.format.optimizer_states import HeldStates
 from mfsdp_ckpt.format.unread_manifest import unread_manifest
 
 ERROR, WARNING = "error", "warning"
+NOTE = "note"  # what was read otherwise and why it is fine: fails nothing, --strict neither
 # The verdicts (`ValidationReport.verdict`): `unsupported` is a checkpoint with no damage
-# found that export-hf refuses by its rule on what the checkpoint records (a LayerNorm
-# model, an adapter variant): it fails (exit 1) as what validate passes, export writes, but
-# is no reason to delete it, which "invalid" read as.
+# found whose model or adapter is a kind export-hf does not convert (a LayerNorm model,
+# DoRA: `RefusedKind`, the only refusals `add_unsupported` is given): it fails (exit 1) as
+# what validate passes, export writes, but is no reason to delete it, which "invalid" read
+# as. Any other error, a record value that is no valid value included, is `invalid`.
 VALID, UNSUPPORTED, INVALID = "valid", "unsupported", "invalid"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
 NO_HF_CONFIG = "no Hugging Face config: weight shapes not checked (pass --hf-config DIR)"
@@ -118,9 +120,9 @@ class ValidationReport:
             self._errors.add(f"{finding.where}: {message}")
 
     def add_unsupported(self, where: str | Path, message: str) -> None:
-        """An error that is export-hf's refusal of what an intact checkpoint records (its
-        rule, not damage): it fails the checkpoint as any error does, and the verdict says
-        `unsupported` when no other finding fails it (`verdict`)."""
+        """An error that is export-hf's refusal of a kind of model or adapter it does not
+        convert (`RefusedKind`), never damage: it fails the checkpoint as any error does,
+        and the verdict says `unsupported` when no other finding fails it (`verdict`)."""
         before = len(self.findings)
         self.add(ERROR, where, message)
         if len(self.findings) > before:

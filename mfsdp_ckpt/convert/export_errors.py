@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 
@@ -16,10 +17,28 @@ class ForeignWeightsError(ExportUsageError):
     it under any config."""
 
 
-class AdapterRecordMismatch(ForeignWeightsError):
-    """A record of the adapter (its rank) that contradicts the adapter tensors stored: export
-    refuses it as it refuses a variant (exit 2), but validate calls it damage, not a model
-    export does not convert: the record was saved from another run."""
+class RefusedKind:
+    """Marks export's refusal of a model or adapter KIND it does not convert (LayerNorm, an
+    activation or position embedding it does not map, DoRA, rslora, an adapter on a module
+    it does not map, a bias, a second adapter), raised only where the record states that
+    kind as a well-formed value. validate's UNSUPPORTED verdict is this class alone: any
+    other refusal (a value that is no valid value, one contradicting another or the
+    tensors, a tensor missing or unpaired) is damage, INVALID."""
+
+
+class AdapterKindRefused(AdapterWeightsError, RefusedKind):
+    """An adapter tensor of a kind export does not convert (`megatron_lora`)."""
+
+
+class UnsupportedAdapter(ForeignWeightsError, RefusedKind):
+    """ForeignWeightsError (exit 2) for an adapter kind export does not convert."""
+
+
+def foreign_weights(cause: Exception, message: str) -> ForeignWeightsError:
+    """The usage error (exit 2) export raises for an adapter it refuses (`cause`), keeping
+    whether `cause` is a kind refusal (`RefusedKind`): validate's verdict reads it."""
+    kind = UnsupportedAdapter if isinstance(cause, RefusedKind) else ForeignWeightsError
+    return kind(message)
 
 
 class ExportError(MfsdpFailedError, ValueError):

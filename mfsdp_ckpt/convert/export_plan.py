@@ -9,13 +9,18 @@ import os
 import re
 import stat
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.convert import stored_buffers, tied_head
 from mfsdp_ckpt.convert.config_behaviour import sliding_window
-from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
+from mfsdp_ckpt.convert.export_errors import (
+    ExportError,
+    ExportUsageError,
+    UnsupportedAdapter,
+    foreign_weights,
+)
 from mfsdp_ckpt.convert.export_source import (
     ExportSource,
     JsonConfig,
@@ -92,6 +97,11 @@ class ExportPlan:
     lora: MegatronLora | None = None  # a Megatron LoRA adapter merged into its weights
     mtp: MtpLayers | None = None  # multi-token prediction layers left out (--drop-mtp)
     cast_from_config: bool = False  # --dtype auto took config.json's dtype, not the stored
+    buffers: list[str] = field(default_factory=list)  # stored keys of buffers left out
+
+    def buffer_notes(self) -> list[str]:
+        """The line saying stored buffers loading ignores (`stored_buffers`) were left out."""
+        return [stored_buffers.left_out_note(self.buffers)] if self.buffers else []
 
     def merges(self, item: MappedTensor) -> bool:
         """Whether a LoRA delta is added to one of this item's weights."""
@@ -244,6 +254,7 @@ def plan_export(
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
     reader = source.reader
     stored, mtp = model_weights(source, drop_mtp)
+    buffers = [stored.pop(path) for path in stored_buffers.ignored_buffers(list(stored))]
     if not stored:
         raise no_model_weights(source)
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
@@ -262,8 +273,8 @@ def plan_export(
     except UnsupportedModelError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
-        raise ForeignWeightsError(
-            f"{source.location} {err}{_saved_peft_adapter(source.location)}"
+        raise foreign_weights(
+            err, f"{source.location} {err}{_saved_peft_adapter(source.location)}"
         ) from None
     except MappingError as err:
         raise unknown_error(f"{source.location}: {err}") from None
@@ -294,6 +305,7 @@ def plan_export(
         lora=lora,
         mtp=mtp,
         cast_from_config=cast_from_config,
+        buffers=buffers,
     )
 
 
@@ -356,9 +368,9 @@ def plan_adapter(
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
-        raise ForeignWeightsError(f"{source.location} {err}") from None
+        raise foreign_weights(err, f"{source.location} {err}") from None
     if lora is None and mtp is not None and holds_adapters(mtp.tensors):
-        raise ExportUsageError(
+        raise UnsupportedAdapter(
             f"{source.location}: its Megatron PEFT adapter tensors all lie in the {mtp.summary()}"
             f" that {DROP_MTP_FLAG} leaves out; there is no adapter of the main model to export"
         )

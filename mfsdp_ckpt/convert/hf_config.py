@@ -272,11 +272,32 @@ EXPERT_KEYS = ("num_experts", "num_local_experts")
 MAX_EXPERTS_IN_ALL_LAYERS = 1 << 17
 
 
+def refuse_quantized(
+    data: dict, where: str | os.PathLike, error: type[Exception] = HFConfigError
+) -> None:
+    """`error` naming `where` and its quant_method when config.json `data` is a quantized
+    model's (`quantization_config`: fp8 with `weight_scale_inv` tensors, GPTQ, AWQ, ...):
+    its weights are not the floating-point tensors its sizes give, and its scales were
+    called "tensors unknown to" the family, which did not say what to do."""
+    quantized = data.get("quantization_config")
+    if quantized is None:
+        return
+    method = quantized.get("quant_method") if isinstance(quantized, dict) else None
+    named = "no quant_method" if method is None else f"quant_method {cut_to(repr(method), 40)}"
+    raise error(
+        f"{where}: a quantized model (quantization_config, {named}); mfsdp reads and writes"
+        " unquantized weights only: dequantize it first (a bfloat16, float16 or float32 save"
+        " of the model, with its config.json)"
+    )
+
+
 def check_geometry(data: dict, where: str | os.PathLike) -> None:
     """HFConfigError (one line naming the key) unless the sizes config.json gives are
     positive integers that divide as attention needs, with at most MAX_LAYERS layers and
     MAX_EXPERTS_IN_ALL_LAYERS experts over all layers. Checked before any name or shape is
-    generated from them."""
+    generated from them, and so is that the config is no quantized model's
+    (`refuse_quantized`), whose weights those sizes do not describe."""
+    refuse_quantized(data, where)
     for key in SIZE_KEYS:
         value = data.get(key)
         if value is None:

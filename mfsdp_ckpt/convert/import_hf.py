@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
-from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.convert import stored_buffers, tied_head
 from mfsdp_ckpt.convert.asset_rewrites import (
     CODE_KEY,
     CODE_NAMING_FILES,
@@ -75,6 +75,7 @@ from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
     expected_weights_for,
     read_config_json,
+    refuse_quantized,
     refuse_unloadable,
     weights_disagreement,
 )
@@ -303,9 +304,6 @@ def plan_model_import(
     )
 
 
-# Buffers older transformers versions saved beside the weights; loading recomputes them from
-# the config and ignores the stored ones (`_keys_to_ignore_on_load_unexpected`).
-IGNORED_BUFFERS = (".rotary_emb.inv_freq",)
 CAUSAL_LM_PREFIX = "model."  # base_model_prefix of every family import-hf reads
 
 
@@ -314,14 +312,11 @@ def _read_as_causal_lm(source: SafetensorsSource) -> None:
     transformers does: stored rotary buffers left out, and a base model's save (`Qwen2Model`
     writes `embed_tokens.weight`, no `model.` prefix, no head) read under the prefix. Both
     loaded into the same model they were refused as "tensors unknown to" its family."""
-    buffers = [name for name in source.tensors if name.endswith(IGNORED_BUFFERS)]
+    buffers = stored_buffers.ignored_buffers(source.tensors)
     for name in buffers:
         del source.tensors[name]
     if buffers:
-        source.notes.append(
-            f"{len(buffers)} stored rotary buffer(s) ({buffers[0]}, ...) left out: loading"
-            " recomputes them from the config"
-        )
+        source.notes.append(stored_buffers.left_out_note(buffers))
     names = list(source.tensors)
     if names and not any(n.startswith((CAUSAL_LM_PREFIX, "lm_head.")) for n in names):
         source.tensors = {
@@ -387,6 +382,7 @@ def _read_config(hf_dir: Path):
             f"{config_file}: model family {cut_to(repr(model_type), 80)} is not one import-hf reads"
             f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))}){f'; {code}' if code else ''}"
         )
+    refuse_quantized(data, config_file, ImportUsageError)  # a model import-hf does not read
     try:
         config, expected = load_config(config_file), expected_weights_for(config_file)
     except HFConfigError as err:

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from mfsdp_ckpt.convert.export_errors import RefusedKind
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
@@ -41,6 +42,18 @@ from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
 
 class MegatronConfigError(MfsdpFailedError, ValueError):
     """The recorded model is one no Hugging Face family here computes (exit 1)."""
+
+
+class MegatronKindRefused(MegatronConfigError, RefusedKind):
+    """A kind of model the record states in well-formed values that no family here computes
+    (LayerNorm, GELU, learned positions, a sigmoid router): raised once every value the
+    derivation reads has passed its checks, so a damaged record is said as damage first.
+    `config`: the config.json derived beside the refusal, for the checks that still hold
+    the record to the weights (its layer count); None where none was derived."""
+
+    def __init__(self, message: str, config: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.config = config
 
 
 # How export-hf and validate take a config of the user's own; the trainer names its key
@@ -278,11 +291,62 @@ DERIVED_FROM = {
 }
 
 
-def _refuse_uncomputable(values: dict[str, Any], where: _Where, family: str | None) -> None:
-    """MegatronConfigError naming the first setting `uncomputable` finds."""
+def _refuse_uncomputable(
+    values: dict[str, Any], where: _Where, family: str | None, refused: list[str]
+) -> None:
+    """The first setting `uncomputable` finds: added to `refused` (raised once the other
+    values are checked) where the record states it as a value of its kind, else a damaged
+    value, MegatronConfigError now."""
     found = uncomputable(values, where.names, family)
     if found:
-        raise MegatronConfigError(f"{where}: {found[0]}")
+        error = uncomputable_refusal(values, f"{where}: {found[0]}")
+        if not isinstance(error, MegatronKindRefused):
+            raise error
+        refused.append(str(error))
+
+
+def uncomputable_refusal(settings: dict[str, Any], message: str) -> MegatronConfigError:
+    """The error for `message`, an `uncomputable` finding of `settings`: a kind refusal
+    (MegatronKindRefused) where every setting held to one value states a value of its kind
+    ("LayerNorm", False, 0.5), else damage (MegatronConfigError): a flag as text, a None
+    where a name is needed."""
+    values = {**_DEFAULTS, **settings}
+    rows = _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if _is_moe(values) else ())
+    damaged = any(
+        row.setting in values and not _of_kind(values[row.setting], row.needed) for row in rows
+    )
+    return MegatronConfigError(message) if damaged else MegatronKindRefused(message)
+
+
+def _of_kind(value: Any, needed: Any) -> bool:
+    """Whether `value` is a value a setting held to `needed` takes (another kind of model,
+    not damage): a flag for a flag, a name for a name, a finite number for a number; for a
+    setting off by None, a name, a finite number or a list of them."""
+    if isinstance(needed, bool):
+        return isinstance(value, bool)
+    if isinstance(needed, str):
+        return isinstance(value, str) and bool(value)
+    if isinstance(needed, _OneOf):
+        kinds = value if isinstance(value, list) else [value]
+        return bool(kinds) and all(isinstance(k, str) and k for k in kinds)
+    if isinstance(needed, _NoneOrOne):
+        return value is None or _finite(value)
+    if isinstance(needed, float):
+        return _finite(value)
+    values = value if isinstance(value, (list, tuple)) else [value]  # needed None
+    return value is None or (
+        bool(values) and all(_finite(v) or (isinstance(v, str) and v) for v in values)
+    )
+
+
+def _finite(value: Any) -> bool:
+    """A finite number, not a flag."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and _fits(value)
+        and math.isfinite(value)
+    )
 
 
 def uncomputable(settings: dict[str, Any], names: dict[str, str], family: str | None) -> list[str]:
@@ -294,8 +358,7 @@ def uncomputable(settings: dict[str, Any], names: dict[str, str], family: str | 
     default. The derivation refuses the first; a --hf-config is refused on any (the config
     cannot make the weights compute it)."""
     values = {**_DEFAULTS, **settings}
-    experts = values.get("num_experts")
-    moe = isinstance(experts, int) and not isinstance(experts, bool) and experts > 0
+    moe = _is_moe(values)
     found = [
         f"{names.get(row.setting, row.setting)}={_name(values[row.setting])} cannot be exported"
         f" ({row.why})"
@@ -308,6 +371,12 @@ def uncomputable(settings: dict[str, Any], names: dict[str, str], family: str | 
                 f"{names.get(key, key)}={_name(value)} cannot be exported as {family} ({why})"
             )
     return found
+
+
+def _is_moe(values: dict[str, Any]) -> bool:
+    """Whether the record's num_experts is a count above 0 (a mixture-of-experts model)."""
+    experts = values.get("num_experts")
+    return isinstance(experts, int) and not isinstance(experts, bool) and experts > 0
 
 
 def _all_chosen(values: dict[str, Any]) -> bool:
@@ -445,7 +514,9 @@ def hf_config_from_megatron(
     """config.json for the model `settings` (Megatron-LM argument names) describes;
     `names` maps a Megatron-LM name to the record's own where they differ (errors say it);
     `config_option` is how the caller's command takes a config of the user's own, which
-    the errors that ask for one name."""
+    the errors that ask for one name. A kind of model no family computes
+    (MegatronKindRefused) is raised after every value is checked: a damaged record is
+    refused as damage first, and validate never calls it a sound record of another kind."""
     where = _Where(location, names or {}, config_option)
     missing = [key for key in _ESSENTIAL if key not in settings]
     if "padded_vocab_size" not in settings and "vocab_size" not in settings:
@@ -466,14 +537,13 @@ def hf_config_from_megatron(
             " experts allowed"
         )
     moe = experts is not None and experts > 0
-    rope_scaling = _rope_scaling(values, where)
-    _refuse_uncomputable(values, where, None)
+    refused: list[str] = []  # kinds no family computes: raised once every value is checked
+    rope_scaling = _rope_scaling(values, where, refused)
+    _refuse_uncomputable(values, where, None, refused)
     qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
     untied = _bool(values, "untie_embeddings_and_output_weights", where)
     if qkv_bias and qk_norm:
-        raise MegatronConfigError(
-            f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both"
-        )
+        refused.append(f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both")
     hidden, heads = _int(values, "hidden_size", where), _int(values, "num_attention_heads", where)
     gqa = _bool(values, "group_query_attention", where)
     groups = _int(values, "num_query_groups", where) if gqa else heads
@@ -492,8 +562,8 @@ def hf_config_from_megatron(
         head_dim = hidden // heads
     family = "qwen2" if qkv_bias else "qwen3" if qk_norm else "llama"
     if moe:
-        family = _moe_family(values, where)
-        _refuse_uncomputable(values, where, family)
+        family = _moe_family(values, where, refused)
+        _refuse_uncomputable(values, where, family, refused)
     vocab, notes = _vocab(values, where)
     positions, position_notes = _positions(values, where)
     if positions is None:
@@ -523,32 +593,39 @@ def hf_config_from_megatron(
     if rope_scaling is not None:
         config["rope_scaling"] = rope_scaling
     if moe:
-        config.update(_moe_config(values, where, family, config["num_hidden_layers"]))
+        config.update(_moe_config(values, where, family, config["num_hidden_layers"], refused))
     try:  # the bounds any config.json is held to (layers, experts in all): here the record's
         check_geometry(config, str(where))
     except HFConfigError as err:  # a record's value, not a config the user gave: exit 1
         raise MegatronConfigError(str(err)) from None
+    if refused:  # a kind of model, the record otherwise sound: the first one found
+        raise MegatronKindRefused(refused[0], config)
     return DerivedConfig(config, notes, vocab_recorded=values["vocab_size"] is not None)
 
 
-def _rope_scaling(values: dict[str, Any], where: _Where) -> dict[str, Any] | None:
+def _rope_scaling(
+    values: dict[str, Any], where: _Where, refused: list[str]
+) -> dict[str, Any] | None:
     """config.json's rope_scaling for the record's (None: it scales nothing). Megatron-core
     runs two (megatron/core/models/common/embeddings/rotary_pos_embedding.py): Llama 3.1's
     (`use_rope_scaling`, Bridge's `rope_scaling`, by `rope_scaling_factor`), whose other
     numbers RotaryEmbedding._apply_scaling fixes, transformers' llama3; and linear position
     interpolation (`rotary_seq_len_interpolation_factor`, Bridge's
     `seq_len_interpolation_factor`: positions divided by it), transformers' linear, which
-    divides the frequencies instead. Both at once is no scaling a config.json states."""
+    divides the frequencies instead. Both at once is no scaling a config.json states: added
+    to `refused` where the factor is a number, None returned."""
     llama3 = _bool(values, "use_rope_scaling", where) or _bool(values, "rope_scaling", where)
     key = "rotary_seq_len_interpolation_factor"
     if values[key] is None:
         key = "seq_len_interpolation_factor"
     linear = not _is(values[key], _NoneOrOne())
     if llama3 and linear:
-        raise MegatronConfigError(
+        _positive_float(values, key, where)  # a factor of no number is damage
+        refused.append(
             f"{where}: Llama 3.1 rope scaling with {where.key(key)}={_name(values[key])}"
             " cannot be exported (no config.json states both, so none computes the model)"
         )
+        return None
     if linear:
         return {"rope_type": "linear", "factor": _positive_float(values, key, where)}
     if llama3:
@@ -567,10 +644,11 @@ _ARCHITECTURES = {
 }
 
 
-def _moe_family(values: dict, where: _Where) -> str:
+def _moe_family(values: dict, where: _Where, refused: list[str]) -> str:
     """The MoE family with this attention and shared expert: Qwen3-MoE normalises q and k,
     Qwen2-MoE has q/k/v biases and a sigmoid-gated shared expert, Mixtral neither; none of
-    them has both, or a shared expert without a gate."""
+    them has both, or a shared expert without a gate: such a record is added to `refused`
+    (the family returned then only lets the other values be checked)."""
     experts = f"{where.key('num_experts')}={_name(values['num_experts'])} (mixture-of-experts)"
     shared = values["moe_shared_expert_intermediate_size"] is not None
     qkv_bias, qk_norm = values["add_qkv_bias"], values["qk_layernorm"]
@@ -587,7 +665,7 @@ def _moe_family(values: dict, where: _Where) -> str:
         ]
         if wrong:
             key, value = wrong[0]
-            raise MegatronConfigError(
+            refused.append(
                 f"{where}: {experts} with a shared expert"
                 f" ({where.key('moe_shared_expert_intermediate_size')}) and"
                 f" {where.key(key)}={_name(value)}: Qwen2-MoE, the MoE family with a shared"
@@ -595,14 +673,16 @@ def _moe_family(values: dict, where: _Where) -> str:
             )
         return "qwen2_moe"
     if qkv_bias:
-        raise MegatronConfigError(
+        refused.append(
             f"{where}: {experts} with {where.key('add_qkv_bias')}=True and no shared expert:"
             " Qwen2-MoE, the MoE family with q/k/v biases, has a shared expert"
         )
     return "qwen3_moe" if qk_norm else "mixtral"
 
 
-def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[str, Any]:
+def _moe_config(
+    values: dict, where: _Where, family: str, layers: int, refused: list[str]
+) -> dict[str, Any]:
     """The MoE family's config.json keys for the recorded experts and router. Megatron's
     default softmax after top-k (moe_router_pre_softmax false) is softmax over all experts
     then renormalised over the top k (norm_topk_prob true, Mixtral always); pre-softmax is
@@ -638,10 +718,13 @@ def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[s
             else f"; --hf-config with a {family} config.json whose mlp_only_layers lists the"
             f" dense layers{dense} exports it"
         )
-        raise MegatronConfigError(
+        line = (
             f"{where}: {where.key('moe_layer_freq')}={shown} mixes dense and MoE layers;"
             f" only every layer MoE (1) is derived from the record{route}"
         )
+        if not _a_layer_pattern(freq, layers):  # no pattern Megatron-core reads: damage
+            raise MegatronConfigError(line)
+        refused.append(line)
     expert_ffn = _int(
         values,
         "moe_ffn_hidden_size" if values["moe_ffn_hidden_size"] is not None else "ffn_hidden_size",
@@ -672,6 +755,14 @@ def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[s
         )
         config["qkv_bias"] = True
     return config
+
+
+def _a_layer_pattern(freq: Any, layers: int) -> bool:
+    """Whether `freq` is a moe_layer_freq Megatron-core reads for `layers` layers: every
+    N-th layer MoE (1 <= N <= layers), or a 0/1 per layer."""
+    if isinstance(freq, list):
+        return len(freq) == layers and all(_is(f, 1) or _is(f, 0) for f in freq)
+    return isinstance(freq, int) and not isinstance(freq, bool) and 1 <= freq <= layers
 
 
 def _positions(values: dict, where: _Where) -> tuple[Any, list[str]]:
@@ -713,9 +804,11 @@ __all__ = [
     "LLAMA3_FIXED",
     "DerivedConfig",
     "MegatronConfigError",
+    "MegatronKindRefused",
     "MegatronSettingsMissing",
     "Required",
     "hf_config_from_megatron",
     "shown_value",
     "uncomputable",
+    "uncomputable_refusal",
 ]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.convert.export_errors import AdapterKindRefused
 from mfsdp_ckpt.convert.fused_tensors import COPY, GATE_UP, QKV, Geometry, Transform
 from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError, ShapeError, StoredShapeError
 
@@ -262,7 +263,7 @@ def _refuse_peft_extras(others: dict[str, str]) -> None:
         what = "a trained module or tokens saved beside the adapter (peft's modules_to_save or"
         what += " trainable_token_indices)"
     named = first_of([f"[{others[extra]}]" for extra in sorted(others)], 1)
-    raise AdapterWeightsError(
+    raise AdapterKindRefused(
         f"{named}: a PEFT adapter save that also holds {what}; export-hf"
         f" converts {SUPPORTED_VARIANT} only, and would leave it out"
     )
@@ -295,11 +296,11 @@ def _check_adapter_name(path: str, key: str) -> None:
     ]
     for pattern, variant in variants:
         if pattern.search(path):
-            raise AdapterWeightsError(
+            raise AdapterKindRefused(
                 f"[{key}]: {kind} of kind {variant}; export-hf converts {SUPPORTED_VARIANT} only"
             )
     if mapped.match(path) is None:
-        raise AdapterWeightsError(f"[{key}]: {kind} tensor {what_maps}")
+        raise AdapterKindRefused(f"[{key}]: {kind} tensor {what_maps}")
 
 
 def _pair_shapes(
@@ -394,7 +395,7 @@ def describe_adapters(
     fused = {(layer, part) for layer, part, sub in pairs if not sub}
     both = next(((n, p) for n, p, sub in pairs if sub and (n, p) in fused), None)
     if both is not None:
-        raise AdapterWeightsError(
+        raise AdapterKindRefused(
             f"decoder.layers.{both[0]}.{both[1]}: both a LoRA adapter and canonical LoRA"
             " adapters on one module"
         )

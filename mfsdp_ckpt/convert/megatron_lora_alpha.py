@@ -21,9 +21,9 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.export_errors import (
-    AdapterRecordMismatch,
     ExportUsageError,
     ForeignWeightsError,
+    UnsupportedAdapter,
 )
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
@@ -80,12 +80,12 @@ def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> Recor
     where = f"{paths.run_config} peft"
     kind = str(peft.get("_target_", "")).rsplit(".", 1)[-1]
     if kind not in _PLAIN_LORA:
-        raise ForeignWeightsError(
+        raise UnsupportedAdapter(
             f"{where}: _target_ {peft.get('_target_')!r} is not plain LoRA;"
             f" export-hf converts {SUPPORTED_VARIANT} only"
         )
     if peft.get("dim") != lora.rank:
-        raise AdapterRecordMismatch(
+        raise ForeignWeightsError(
             f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
         )
     return _recorded_alpha(peft.get("alpha"), where, "alpha")
@@ -106,13 +106,13 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
     if found is None and data.get("use_rslora"):  # scale alpha / sqrt(r): not Megatron's
         found = "use_rslora", data["use_rslora"]
     if found is not None:
-        raise ForeignWeightsError(
+        raise UnsupportedAdapter(
             f"{file}: {found[0]} {cut_to(repr(found[1]), 120)}; export-hf converts"
             f" {SUPPORTED_VARIANT} only"
         )
     init = data.get("init_lora_weights")
     if not plain_lora_init(init):
-        raise ForeignWeightsError(
+        raise UnsupportedAdapter(
             f"{file}: init_lora_weights {cut_to(repr(init), 120)} is not plain LoRA's init (pissa,"
             " olora"
             " and the like replace the base weights the adapter is added to, and peft redoes"
@@ -130,7 +130,7 @@ def _from_saved_adapter(
         return None
     data, file = saved
     if data.get("r") != lora.rank:
-        raise AdapterRecordMismatch(
+        raise ForeignWeightsError(
             f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
             f" {lora.rank}: it was saved from another run"
         )

@@ -59,6 +59,7 @@ from mfsdp_ckpt.convert.megatron_config import (
     MegatronSettingsMissing,
     shown_value,
     uncomputable,
+    uncomputable_refusal,
 )
 from mfsdp_ckpt.convert.megatron_record import RecordedSettings, recorded_config, recorded_settings
 from mfsdp_ckpt.convert.record_values import damaged_values, value_disagreements
@@ -147,9 +148,10 @@ def refuse_uncomputable(
     recorded = _settings(paths, reader)
     found = [] if recorded is None else _uncomputable(given, recorded)
     if recorded is not None and found:
-        raise MegatronConfigError(
+        raise uncomputable_refusal(
+            recorded.settings,
             f"{recorded.where}: {'; '.join(found)}; no config.json makes the weights"
-            f" compute it (nor does {config})"
+            f" compute it (nor does {config})",
         )
 
 

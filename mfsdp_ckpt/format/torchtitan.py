@@ -9,7 +9,10 @@ mfsdp reads Megatron-core and Hugging Face names under `model.`, so such a DCP w
 otherwise be reported as one without model weights, and its `checkpoint/` dir as no
 checkpoint at all. torchtitan converts its own checkpoints to Hugging Face with
 `scripts/checkpoint_conversion/convert_to_hf.py` (its model state-dict adapters know
-each family's names); the error names that script.
+each family's names); the error names that script. Its early releases (2024) saved
+`{"model": ModelWrapper(model), "optimizer": ...}`, so the same names sit under `model.`
+(`model.tok_embeddings.weight`), where mfsdp looks for Hugging Face and Megatron-core names:
+those steps are told apart by the names under the prefix, not by the prefix.
 """
 
 from __future__ import annotations
@@ -22,25 +25,51 @@ from mfsdp_ckpt.errors import MfsdpError
 
 STEP_DIR_RE = re.compile(r"^step-([0-9]{1,18})$")
 CONVERT_SCRIPT = "scripts/checkpoint_conversion/convert_to_hf.py"
-# Module names at the top of torchtitan's decoder models (llama3, qwen3, ...).
-_MODEL_KEY_RE = re.compile(r"^(tok_embeddings\.weight|layers\.[0-9]+\.(attention|feed_forward)\.)")
+# Module names of torchtitan's decoder models (llama3, qwen3, ...) found in no other layout
+_MODEL_KEY_RE = re.compile(
+    r"^(tok_embeddings\.weight$|layers\.[0-9]+\.(attention\.w[qkvo]|feed_forward\.w[123])\.)"
+)
+# Names under the same prefix that make it another layout's: Hugging Face's (`embed_tokens`,
+# `layers.N.self_attn`; ours and verl's nest them as `model.model.`) and Megatron-core's
+_OTHER_LAYOUT_RE = re.compile(
+    r"^(model\.|module\.|decoder\.|embedding\.|output_layer\.|embed_tokens\.|lm_head\."
+    r"|layers\.[0-9]+\.(self_attn|self_attention|mlp)\.)"
+)
+# Where torchtitan's saves put the model: flattened to the top level (current releases) or
+# under `model.` (early ones, `ModelWrapper`)
+_MODEL_PREFIXES = ("", "model.")
+# A head beside the prefix (`output.weight` at the top, a model's under `model.`) is a Hugging
+# Face base model's save, whose names some families share with torchtitan's
+_TOP_LEVEL_HEADS = ("output.weight", "lm_head.weight")
 
 
 def is_torchtitan_dcp(dcp: Path) -> bool:
-    """Whether the DCP in `dcp` holds torchtitan's top-level model keys and nothing under
-    `model.`. Only its `.metadata` is read (bounded, restricted unpickler), and what was
-    read is handed on to the command's own reader of it (read once, not twice); a metadata
-    that cannot be read is left to the reader to report, as for any DCP."""
+    """Whether the DCP in `dcp` holds torchtitan's model names (`torchtitan_names`). Only
+    its `.metadata` is read (bounded, restricted unpickler), and what was read is handed on
+    to the command's own reader of it (read once, not twice); a metadata that cannot be
+    read is left to the reader to report, as for any DCP."""
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
     try:
         reader = CheckpointReader(dcp, hand_on=True)
     except MfsdpError:
         return False
-    names = [*reader.tensors, *reader.objects]
-    if any(name.startswith("model.") or name == "model" for name in names):
-        return False
-    return any(_MODEL_KEY_RE.match(name) for name in names)
+    return torchtitan_names([*reader.tensors, *reader.objects])
+
+
+def torchtitan_names(names: list[str]) -> bool:
+    """Whether `names` (a DCP's keys) hold torchtitan's model at the top level or under
+    `model.`: one of its own names there (`tok_embeddings.weight`,
+    `layers.N.attention.wq.`, `layers.N.feed_forward.w1.`) and none of another layout's."""
+    for prefix in _MODEL_PREFIXES:
+        under = [name[len(prefix) :] for name in names if name.startswith(prefix)]
+        if prefix and any(name in _TOP_LEVEL_HEADS for name in names):
+            continue
+        if any(_MODEL_KEY_RE.match(name) for name in under) and not any(
+            _OTHER_LAYOUT_RE.match(name) or name == "model" for name in under
+        ):
+            return True
+    return False
 
 
 def unclaimed_dcp(dcp: Path) -> bool:
@@ -79,8 +108,8 @@ def message(given: Path, step_dir: Path) -> str:
     """One line: what `given` is and what converts it."""
     where = "" if given == step_dir else f" (its newest step: {step_dir.name})"
     return (
-        f"{given}: a torchtitan checkpoint{where} (model weights at the top level under"
-        " torchtitan's names: tok_embeddings.weight, layers.N.attention.wq.weight, ...),"
+        f"{given}: a torchtitan checkpoint{where} (model weights under torchtitan's names:"
+        " tok_embeddings.weight, layers.N.attention.wq.weight, ...),"
         " which mfsdp does not read; convert it with torchtitan's"
         f" `python {CONVERT_SCRIPT} {step_dir} OUT --model_name NAME --model_flavor FLAVOR"
         " --hf_assets_path HF_DIR` (copy config.json and the tokenizer from HF_DIR into OUT)"
@@ -94,5 +123,6 @@ __all__ = [
     "message",
     "newest_step_dir",
     "step_of",
+    "torchtitan_names",
     "unclaimed_dcp",
 ]

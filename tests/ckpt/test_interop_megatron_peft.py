@@ -624,9 +624,10 @@ REFUSED_PLACEMENTS = {
 }
 
 
-def _with_adapter_tensor(tmp_path, model, saved: str, extra: dict[str, torch.Tensor]):
+def _with_adapter_tensor(tmp_path, model, saved: str, extra: dict[str, torch.Tensor | None]):
     """A Bridge adapter-only save (`saved` "bridge") or a verl save of adapter and base, its
-    adapter as `_megatron_adapters` draws it plus `extra`: (run, the DCP dir)."""
+    adapter as `_megatron_adapters` draws it plus `extra` (None: that tensor left out):
+    (run, the DCP dir)."""
     lora = _hf_lora(model)
     if saved == "bridge":
         run, dcp = _bridge_lora_run(tmp_path, model, lora, BRIDGE_PEFT)
@@ -638,7 +639,8 @@ def _with_adapter_tensor(tmp_path, model, saved: str, extra: dict[str, torch.Ten
         weights = {**mcore_weights(model), **_megatron_adapters(model, lora)}
     for file in [*dcp.glob("*.distcp"), dcp / ".metadata"]:
         file.unlink()
-    save_dcp({"model": {**weights, **extra}, **state}, dcp)
+    model_state = {key: t for key, t in {**weights, **extra}.items() if t is not None}
+    save_dcp({"model": model_state, **state}, dcp)
     return run, dcp
 
 
@@ -668,6 +670,34 @@ def test_validate_fails_on_every_adapter_placement_export_refuses(tmp_path, save
     assert "warning:" not in stdout, stdout
     # intact, refused by export's rule: not damage (test_validate_unsupported_verdict.py)
     assert stdout.splitlines()[-1].startswith(f"UNSUPPORTED: {dcp} (intact; export-hf"), stdout
+
+
+# Adapters damaged, not of a kind export refuses: each read "UNSUPPORTED ... (intact; ...)"
+_PROJ = "module.decoder.layers.0.self_attention.linear_proj.adapter."
+DAMAGED_ADAPTERS: dict[str, dict[str, torch.Tensor | None]] = {
+    "half of an A/B pair gone": {f"{_PROJ}linear_out.weight": None},
+    "mixed ranks": {
+        f"{_PROJ}linear_in.weight": torch.ones(RANK // 2, 128),
+        f"{_PROJ}linear_out.weight": torch.ones(128, RANK // 2),
+    },
+    "PEFT tensors beside Megatron ones": {
+        "module.model.layers.0.self_attn.q_proj.lora_A.weight": torch.ones(RANK, 128)
+    },
+}
+
+
+@pytest.mark.parametrize("saved", ["bridge", "verl"])
+@pytest.mark.parametrize("case", list(DAMAGED_ADAPTERS))
+def test_a_damaged_adapter_is_invalid_not_unsupported(tmp_path, saved, case):
+    """Damage wins: UNSUPPORTED is export refusing a kind of adapter (REFUSED_PLACEMENTS),
+    never an adapter that lost a tensor or mixes what one adapter cannot hold."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run, dcp = _with_adapter_tensor(tmp_path, model, saved, DAMAGED_ADAPTERS[case])
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 1 and stdout.splitlines()[-1].startswith(f"INVALID: {dcp} "), stdout + err
+    assert "intact" not in stdout, stdout
+    code, stdout, _ = run_cli("ckpt", "validate", run, "--json")
+    assert code == 1 and json.loads(stdout)["verdict"] == "invalid", stdout
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,11 @@ that contradicts the record is export's usage error (exit 2) and validate's erro
 a record that lacks the sizes asks export for --hf-config (exit 2) and leaves validate's
 shape check out, with a warning naming what it lacks (exit 0). Was: validate warned and
 passed (exit 0) every record export refused without --hf-config, and with one said the
-refusal in a line of its own. The verdict (`--json`'s `verdict`) tells export's rule on an
-intact record (`unsupported`) from damage and contradiction (`invalid`).
+refusal in a line of its own. The verdict (`--json`'s `verdict`) is `unsupported` for a
+KIND of model export does not convert stated by a sound record (KINDS_REFUSED) and `invalid`
+for every other refusal: a value that is no valid value (text, negative, NaN), one that
+contradicts another value or the weights, a bound passed. Was: every refusal but a NaN read
+`unsupported`, "intact", a size as text and heads not in their groups included.
 """
 
 from __future__ import annotations
@@ -88,9 +91,28 @@ FIT_CASES: dict[str, tuple[str, dict]] = {
     "a vocabulary past the padded rows": ("llama", {"vocab_size": 600}),
 }
 KINDS = ("args", "run_config.yaml", "transformer_config.json")
-# A record stating a value as no finite number is a damaged record (`record_values`): its
-# refusal reads INVALID, not UNSUPPORTED, with or without --hf-config
-DAMAGED = {"NaN norm epsilon"}
+# Kinds of model export does not convert, each stated in values of its kind ("LayerNorm",
+# False, 0.5, [0, 1]): UNSUPPORTED (`RefusedKind`). The other refusals of CASES are damage,
+# INVALID: "a flag as text" and "a size as text" (text for a flag or a count), "NaN norm
+# epsilon", "heads not in groups" and "top-k over experts" (values that contradict each
+# other), "a negative expert count" (no count), "layers past the tool's bound" (a bound
+# passed, and far more layers than stored).
+KINDS_REFUSED = {
+    "LayerNorm",
+    "no SwiGLU",
+    "learned positions",
+    "partial rotary",
+    "interleaved rotary",
+    "L2-normalised q/k",
+    "windowed attention",
+    "1p norms",
+    "linear biases",
+    "both rope scalings",
+    "q/k/v bias with q/k norm",
+    "sigmoid router",
+    "dense layers among MoE",
+    "pre-softmax Mixtral",
+}
 
 
 def _bridge_named(settings: dict) -> dict:
@@ -126,10 +148,10 @@ def _verdicts(run: Path, out: Path, *given) -> tuple[tuple[int, str], tuple[int,
 
 
 def _assert_agree(
-    export: tuple[int, str], validate: tuple[int, str, str], given: bool, fit: bool, damaged: bool
+    export: tuple[int, str], validate: tuple[int, str, str], given: bool, fit: bool, kind: bool
 ) -> None:
-    """As the module says; and the verdict: `unsupported` where export's line is its rule on
-    the record (the checkpoint intact), `invalid` where it is a config that is not the
+    """As the module says; and the verdict: `unsupported` where export refuses a kind of
+    model (`kind`) the record states, `invalid` where it refuses a config that is not the
     record's model, weights that do not fit the record, or a damaged record."""
     code, err = export
     checked, stdout, verr = validate
@@ -142,7 +164,7 @@ def _assert_agree(
     elif code == 1 and not fit:  # export's refusal is validate's error, in the same line
         (line,) = error_prefixed_lines(err)
         assert checked == 1 and line in errors, said
-        record_rule = "not the model" not in line and not damaged
+        record_rule = "not the model" not in line and kind
         assert report["verdict"] == ("unsupported" if record_rule else "invalid"), said
     elif code == 1:  # the same reason, under the config validate names
         (line,) = error_prefixed_lines(err)
@@ -167,7 +189,7 @@ def test_validate_gives_exports_verdict_on_the_record(kind, case, tmp_path):
     given = changed_config_dir(model, tmp_path / "given")
     for hf_config in ((), ("--hf-config", given)):
         export, validate = _verdicts(run, tmp_path / "hf", *hf_config)
-        _assert_agree(export, validate, bool(hf_config), fit, case in DAMAGED)
+        _assert_agree(export, validate, bool(hf_config), fit, case in KINDS_REFUSED)
         assert export[0] == 0 or not (tmp_path / "hf").exists()
         shutil.rmtree(tmp_path / "hf", ignore_errors=True)
 

@@ -5,8 +5,13 @@ Was: a Megatron-LM run whose record states LayerNorm (a model no family exported
 computes) ended `INVALID: .../iter_0000100 (...)`, as a truncated shard does: a user
 checking integrity read that and could delete a sound run. Exit 1 is kept (validate's
 verdict includes "export-hf writes it"); the line and `--json`'s `verdict` say which.
-Every record refusal of the matrix is walked by
-tests/ckpt/test_validate_agrees_with_export_on_records.py.
+UNSUPPORTED is one narrow class: export refusing a KIND of model or adapter it does not
+convert, stated by a record otherwise sound (`RefusedKind`). Every other refusal is damage,
+INVALID: was, a record with hidden_size=-1, 0 heads, heads not in their groups, no layer
+count or 1025 layers over 2 stored read "UNSUPPORTED ... (intact; ...)" (DAMAGED_RECORDS),
+and so did a LayerNorm record beside such damage. Every record refusal of the matrix is
+walked by tests/ckpt/test_validate_agrees_with_export_on_records.py; adapters missing half
+of a pair, of mixed ranks or of both kinds by tests/ckpt/test_interop_megatron_peft.py.
 """
 
 from __future__ import annotations
@@ -71,6 +76,18 @@ DAMAGE = {
     "NaN weights": (_nan_weight, ("--deep",)),
     # a value stated as no number: a damaged record (`record_values`), not export's rule
     "a damaged record value": (lambda root: _layernorm_run(root, norm_epsilon=math.nan), ()),
+    # values the kind refusal used to hide: derived, they are damage first
+    "a negative size": (lambda root: _layernorm_run(root, hidden_size=-1), ()),
+    "heads not in their groups": (lambda root: _layernorm_run(root, num_query_groups=3), ()),
+    "a layer more than stored": (lambda root: _layernorm_run(root, num_layers=3), ()),
+    "a negative size under --hf-config": (
+        lambda root: _layernorm_run(root, hidden_size=-1),
+        ("--hf-config", "GIVEN"),
+    ),
+    "a damaged value under --hf-config": (
+        lambda root: _layernorm_run(root, norm_epsilon=math.nan),
+        ("--hf-config", "GIVEN"),
+    ),
 }
 
 
@@ -85,9 +102,45 @@ def test_damage_beside_a_refused_record_is_invalid(tmp_path, case):
     """Damage wins: the checkpoint is not intact, whatever export's rule says too."""
     make, flags = DAMAGE[case]
     run = make(tmp_path)
-    code, verdict, report = _validate(run, *flags)
+    given = _given_config(tmp_path)
+    code, verdict, report = _validate(run, *(given if f == "GIVEN" else f for f in flags))
     assert code == 1 and verdict.startswith("INVALID: "), verdict
     assert report["verdict"] == "invalid" and report["valid"] is False, report
+
+
+def _given_config(root: Path) -> Path:
+    """A model dir of the run's own sizes, for --hf-config."""
+    tiny_causal_lm("llama").config.save_pretrained(root / "given")
+    return root / "given"
+
+
+# Records export refuses as damage, no kind among them: each read "UNSUPPORTED (intact;
+# export-hf cannot convert it: ...)", though export-hf even converts the first two with a
+# --hf-config (the weights are intact, the record is not)
+DAMAGED_RECORDS = {
+    "a negative hidden size": {"hidden_size": -1},
+    "no attention heads": {"num_attention_heads": 0},
+    "heads not in their groups": {"num_query_groups": 3},
+    "no layer count": {"num_layers": None},
+    "layers past the bound, 2 stored": {"num_layers": 1025},
+    "a size as text": {"num_layers": "2"},
+    # settings held to one value, stated as no value of their kind: damage, not a kind
+    "the MLP's flag as text": {"swiglu": "true"},
+    "no normalization named": {"normalization": None},
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_RECORDS))
+def test_a_damaged_record_is_invalid_not_unsupported(tmp_path, case):
+    model = tiny_causal_lm("llama")
+    run = megatron_run(tmp_path, model, megatron_args(model, **DAMAGED_RECORDS[case]))
+    code, verdict, report = _validate(run)
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    assert "intact" not in verdict and report["verdict"] == "invalid", report
+    # a config of the user's own supplies what the record damages (export converts some
+    # so): whatever the verdict, never "intact" export's rule
+    code, verdict, report = _validate(run, "--hf-config", _given_config(tmp_path))
+    assert not verdict.startswith("UNSUPPORTED") and report["verdict"] != "unsupported", verdict
 
 
 def test_strict_without_a_manifest_stays_invalid(tmp_path):
