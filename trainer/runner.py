@@ -417,7 +417,7 @@ class TrainingRun:
                 hooks.after_step(step + 1, record, metrics)
                 bar.set_postfix(hooks.bar_postfix(record), refresh=False)
                 bar.update(1)
-                if self.env.is_main and not drawn and self.should_log(step + 1):
+                if self.env.is_main and not drawn and self.should_log(step + 1, record):
                     self._say_step(step + 1, hooks.bar_postfix(record))
             hooks.after_last_step(metrics)
             self.checkpointer.close()
@@ -481,6 +481,9 @@ class TrainingRun:
         """Whether an `every`-steps event (0: never) falls on step `done`."""
         return bool(every) and done % every == 0
 
-    def should_log(self, done: int) -> bool:
-        """Every `trainer.log_every` steps, and the last step this process runs."""
-        return done % self.cfg.trainer.log_every == 0 or done == self.stop
+    def should_log(self, done: int, record: dict[str, Any]) -> bool:
+        """Every `trainer.log_every` steps, the last step this process runs, and a step whose
+        `record` holds a validation (`val/...`): one on a step between two logged ones was
+        run and never recorded (eval_every 6 under log_every 5 left holes in the val curve)."""
+        validated = any(key.startswith("val/") for key in record)
+        return validated or done % self.cfg.trainer.log_every == 0 or done == self.stop

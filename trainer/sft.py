@@ -88,7 +88,7 @@ class SFTSteps(StepHooks):
         self.result.losses[done] = record["train/loss"]
         if self.val and run.is_due(cfg.trainer.eval_every, done):
             record["val/loss"] = self._validate(done)
-        if run.should_log(done):
+        if run.should_log(done, record):
             metrics.log(done, record)
         if run.is_due(cfg.checkpoint.save_every, done):
             self._save(done)

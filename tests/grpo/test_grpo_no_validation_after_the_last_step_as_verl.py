@@ -57,3 +57,16 @@ def test_from_verl_writes_it_as_main_ppo_validates(tmp_path, given, written):
             n.startswith("trainer.val_after_last_step=false: verl's default (trainer.test_freq:")
             for n in conversion.notes
         ), conversion.notes
+
+
+def test_a_validation_between_logged_steps_is_recorded(task):  # noqa: F811
+    """eval_every 1 under log_every 2: step 1's validation ran (its rollouts were scored)
+    and its val/accuracy was never written, since only logged steps wrote their record."""
+    root, files, reward = task
+    overrides = _overrides(root, files, reward, "val_between_logs", steps=2)
+    overrides = [o for o in overrides if not o.startswith("trainer.eval_every=")]
+    cfg = load_config(GRPOConfig, None, [*overrides, "trainer.eval_every=1", "trainer.log_every=2"])
+    result = run_grpo(cfg)
+    logged = {r["step"]: r for r in read_metrics(root / "val_between_logs")}
+    assert sorted(logged) == [1, 2], logged
+    assert logged[1]["val/accuracy"] == result.val_accuracy[1], logged

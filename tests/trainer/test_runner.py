@@ -48,3 +48,27 @@ def test_a_warmup_longer_than_the_run_is_warned_of(tmp_path, capsys):
         "[sft] warning: optim.warmup_steps=4 is not less than the run's 2 steps: the learning rate"
         " never reaches optim.lr=0.003 (the last step's is 0.00075)\n"
     ) in capsys.readouterr().err
+
+
+def test_a_validation_between_logged_steps_is_recorded(tmp_path):
+    """eval_every 2 under log_every 3: step 2's validation ran and was never written (only
+    steps log_every divides, and the last, were), leaving holes in the val curve."""
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=40)
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(
+        data,
+        run_dir,
+        "trainer.total_steps=3",
+        "trainer.log_every=3",
+        "trainer.eval_every=2",
+        "checkpoint.save_every=0",
+        "data.val_ratio=0.2",
+        "trainer.device=cpu",
+        "strategy.name=fsdp2",
+    )
+
+    result = run_sft(cfg)
+
+    logged = {row["step"]: row for row in read_metrics(run_dir)}
+    assert sorted(result.eval_losses) == [2, 3]
+    assert sorted(logged) == [2, 3] and logged[2]["val/loss"] == result.eval_losses[2], logged

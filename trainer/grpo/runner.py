@@ -144,7 +144,7 @@ class GRPOSteps(StepHooks):
                     },
                 )
             record.update(timing)
-        if run.should_log(done):
+        if run.should_log(done, record):
             metrics.log(done, record)
 
     def bar_postfix(self, record: dict[str, Any]) -> dict[str, str]:
