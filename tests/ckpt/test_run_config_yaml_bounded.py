@@ -137,6 +137,7 @@ def test_a_large_data_blend_within_the_byte_cap_reads(tmp_path):
     data = yaml.safe_load(config.read_text())
     paths = [f"/lustre/fw/shard_{i:05d}_text_document" for i in range(60_000)]
     data["dataset"] = {"blend": [paths, [1.0] * len(paths)], "sequence_length": 4096}
-    config.write_text(yaml.safe_dump(data))
+    # libyaml's emitter where installed: the same YAML, written in a tenth of the time
+    config.write_text(yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0 and stdout.startswith("valid: "), stdout + err

@@ -19,6 +19,7 @@ from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import mfsdp
 from tests.support.launched_sft import lines_until_step, step_reached, train_until_stopped
 from tests.support.metrics import read_metrics
+from tests.support.one_python import mfsdp_each
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
 
@@ -99,17 +100,20 @@ def test_a_refused_input_under_json_is_one_json_object_and_exit_1_or_2(tmp_path,
 
 
 def test_the_ckpt_and_data_commands_succeed_with_one_json_object(tmp_path):
+    """In order (import-hf reads what export-hf wrote), in one interpreter (`mfsdp_each`):
+    each loads torch; the refusals above are each a process of their own."""
     shutil.copytree(RUN, tmp_path / "run")
     run, hf = str(tmp_path / "run"), str(tmp_path / "hf")
-    for words in (
+    commands = [
         ["ckpt", "inspect", run],
         ["ckpt", "validate", run, "--deep"],
         ["ckpt", "export-hf", run, "--out", hf, "--verify"],
         ["ckpt", "import-hf", hf, "--out", str(tmp_path / "imported")],
         ["data", "synthetic", "--out", str(tmp_path / "data")],
-    ):
-        done = mfsdp(*words, "--json")
-        assert done.returncode == 0, done.stderr
+    ]
+    ran = mfsdp_each({" ".join(words[:2]): [*words, "--json"] for words in commands})
+    for words, done in ran.items():
+        assert done.returncode == 0, (words, done.stderr)
         assert "error" not in _one_json_object(done.stdout), words
 
 

@@ -51,9 +51,11 @@ from tests.support.model_dirs import (
     drop_chat_template,
     split_safetensors,
     tokenizer_config_edit,
-    train,
+    train_args,
     train_from,
+    train_from_args,
 )
+from tests.support.one_python import Ran, mfsdp_each
 from tests.support.paths import REPO, repo_env
 
 SECONDS = 60  # each command takes a second or two; a hang is a failure
@@ -219,8 +221,9 @@ def _truncate_weights(model: Path) -> None:
 
 
 MODEL_DIR_DAMAGE = {
-    # a tokenizer without its vocabulary encoded every row to nothing: exit 0, loss 0.0000
-    "no-tokenizer-json": (_drop_tokenizer_json, 1, "", "turns text into no tokens"),
+    # a tokenizer without its vocabulary encoded every row to nothing: exit 0, loss 0.0000;
+    # refused before launch now, as bad usage (model.tokenizer=DIR fixes it)
+    "no-tokenizer-json": (_drop_tokenizer_json, 2, "", "turns text into no tokens"),
     # the rest were tracebacks in the rank
     "weights-cut-short": (_truncate_weights, 1, "model.safetensors", "truncated"),
     "heads-null": (config_edit(num_attention_heads=None), 1, "", "num_attention_heads"),
@@ -239,16 +242,29 @@ MODEL_DIR_DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("case", list(MODEL_DIR_DAMAGE))
-def test_training_from_a_damaged_model_dir_fails_in_one_line(tmp_path, trainable, case):
+@pytest.fixture(scope="module")
+def damaged_model_dir_runs(tmp_path_factory, trainable) -> tuple[Path, dict[str, Ran]]:
+    """Each MODEL_DIR_DAMAGE case's model dir (a damaged copy of `trainable`'s, in ROOT/CASE/
+    model) and its `train_from` run, all in one interpreter (`mfsdp_each`): each loads torch
+    and transformers before it meets its damage. The intact dir's run below is a launch
+    of its own."""
     source, table = trainable
-    model = tmp_path / "model"
-    shutil.copytree(source, model)
-    damage, expected, file, words = MODEL_DIR_DAMAGE[case]
-    damage(model)
-    code, err = train_from(model, table, tmp_path / "run")
-    assert code == expected, err
-    one_error(err, str(model / file), words)
+    root = tmp_path_factory.mktemp("damaged")
+    commands = {}
+    for case, (damage, *_expected) in MODEL_DIR_DAMAGE.items():
+        model = root / case / "model"
+        shutil.copytree(source, model)
+        damage(model)
+        commands[case] = train_from_args(model, table, root / case / "run")
+    return root, mfsdp_each(commands)
+
+
+@pytest.mark.parametrize("case", list(MODEL_DIR_DAMAGE))
+def test_training_from_a_damaged_model_dir_fails_in_one_line(damaged_model_dir_runs, case):
+    root, runs = damaged_model_dir_runs
+    _damage, expected, file, words = MODEL_DIR_DAMAGE[case]
+    assert runs[case].returncode == expected, runs[case].stderr
+    one_error(runs[case].stderr, str(root / case / "model" / file), words)
 
 
 def test_training_from_the_intact_model_dir_runs(tmp_path, trainable):
@@ -354,33 +370,50 @@ SFT_ROWS = {
 }
 
 
+RL_ROW = (
+    '{"prompt": [{"role": "user", "content": 5}], "data_source": "openai/gsm8k",'
+    ' "reward_model": {"ground_truth": "7"}}'
+)
+
+
+@pytest.fixture(scope="module")
+def chat_row_runs(tmp_path_factory) -> tuple[Path, dict[str, Ran]]:
+    """`mfsdp train sft` on each SFT_ROWS case's file (ROOT/CASE/train.jsonl) and `mfsdp train
+    grpo` on RL_ROW's (ROOT/rl/rl.jsonl), all in one interpreter (`mfsdp_each`): each reads
+    its own file, with the tokenizer and chat template loaded first."""
+    root = tmp_path_factory.mktemp("chat_rows")
+    commands = {}
+    for case, (row, _words) in SFT_ROWS.items():
+        (root / case).mkdir()
+        data = _jsonl(root / case / "train.jsonl", row)
+        commands[case] = train_args(
+            "sft", f"data.train_files={data}", f"trainer.run_dir={root / case / 'run'}"
+        )
+        commands[case].append("data.val_ratio=0")
+    (root / "rl").mkdir()
+    data = _jsonl(root / "rl" / "rl.jsonl", RL_ROW, copies=64)
+    commands["rl"] = train_args(
+        "grpo",
+        *(f"data.train_files={data}", f"data.val_files={data}"),
+        f"trainer.run_dir={root / 'rl' / 'run'}",
+    )
+    return root, mfsdp_each(commands)
+
+
 @pytest.mark.parametrize("case", list(SFT_ROWS))
-def test_chat_rows_the_template_cannot_render_are_named(tmp_path, case):
+def test_chat_rows_the_template_cannot_render_are_named(chat_row_runs, case):
     """A string as `messages`, a number or OpenAI's list of parts as content, JSON nested
     past the recursion limit: tracebacks in the rank (or a turn per character)."""
-    row, words = SFT_ROWS[case]
-    data = _jsonl(tmp_path / "train.jsonl", row)
-    code, err = train(
-        "sft", f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}", "data.val_ratio=0"
-    )
-    assert code == 2, err
-    one_error(err, str(data), words)
+    root, runs = chat_row_runs
+    _row, words = SFT_ROWS[case]
+    assert runs[case].returncode == 2, runs[case].stderr
+    one_error(runs[case].stderr, str(root / case / "train.jsonl"), words)
 
 
-def test_rl_prompts_the_template_cannot_render_are_named(tmp_path):
-    row = (
-        '{"prompt": [{"role": "user", "content": 5}], "data_source": "openai/gsm8k",'
-        ' "reward_model": {"ground_truth": "7"}}'
-    )
-    data = _jsonl(tmp_path / "rl.jsonl", row, copies=64)
-    code, err = train(
-        "grpo",
-        f"data.train_files={data}",
-        f"data.val_files={data}",
-        f"trainer.run_dir={tmp_path / 'run'}",
-    )
-    assert code == 2, err
-    one_error(err, f"{data}:1:", "role and content must be text")
+def test_rl_prompts_the_template_cannot_render_are_named(chat_row_runs):
+    root, runs = chat_row_runs
+    assert runs["rl"].returncode == 2, runs["rl"].stderr
+    one_error(runs["rl"].stderr, f"{root / 'rl' / 'rl.jsonl'}:1:", "role and content must be text")
 
 
 # --------------------------------------------------------------------------- run_dir vs inputs
@@ -390,25 +423,44 @@ def _listing(root: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("key", ["model.path", "model.hf_config", "model.tokenizer"])
-@pytest.mark.parametrize("where", [".", "runs/sft", "sub/../."])
-def test_run_dir_in_a_model_dir_the_run_reads_is_refused(tmp_path, trainable, key, where):
+READ_KEYS = ["model.path", "model.hf_config", "model.tokenizer"]
+RUN_DIRS_INSIDE = [".", "runs/sft", "sub/../."]
+
+
+@pytest.fixture(scope="module")
+def run_dir_inside_runs(tmp_path_factory, trainable) -> dict[str, tuple[Path, dict, Ran]]:
+    """For each key of READ_KEYS and run dir of RUN_DIRS_INSIDE: a copy of `trainable`'s model
+    dir, its files before, and `mfsdp train sft` reading it as KEY with trainer.run_dir
+    inside it; the runs in one interpreter (`mfsdp_each`)."""
+    source, table = trainable
+    root = tmp_path_factory.mktemp("run_dir_inside")
+    models, commands = {}, {}
+    for number, (key, where) in enumerate((k, w) for k in READ_KEYS for w in RUN_DIRS_INSIDE):
+        model = root / str(number) / "model"
+        shutil.copytree(source, model)
+        models[key, where] = model, _listing(model)
+        reads = [f"{key}={model}"]
+        if key == "model.hf_config":  # it names the config of a checkpoint given as model.path
+            reads.append(f"model.path={EXPORT_SOURCE}")
+        commands[f"{key} {where}"] = train_args(
+            "sft",
+            *reads,
+            f"data.train_files={table}",
+            f"trainer.run_dir={model}/{where}",
+            "trainer.total_steps=1",
+        )
+    runs = mfsdp_each(commands)
+    return {
+        f"{key} {where}": (*models[key, where], runs[f"{key} {where}"]) for key, where in models
+    }
+
+
+@pytest.mark.parametrize("key", READ_KEYS)
+@pytest.mark.parametrize("where", RUN_DIRS_INSIDE)
+def test_run_dir_in_a_model_dir_the_run_reads_is_refused(run_dir_inside_runs, key, where):
     """trainer.run_dir = model.path (or inside it) wrote global_step_N/, metrics and
     config.yaml among the user's download, as export-hf and import-hf refuse for --out."""
-    source, table = trainable
-    model = tmp_path / "model"
-    shutil.copytree(source, model)
-    before = _listing(model)
-    reads = [f"{key}={model}"]
-    if key == "model.hf_config":  # it names the config of a checkpoint given as model.path
-        reads.append(f"model.path={EXPORT_SOURCE}")
-    code, err = train(
-        "sft",
-        *reads,
-        f"data.train_files={table}",
-        f"trainer.run_dir={model}/{where}",
-        "trainer.total_steps=1",
-    )
-    assert code == 2, err
-    one_error(err, "trainer.run_dir", f"inside {key} {model}")
+    model, before, ran = run_dir_inside_runs[f"{key} {where}"]
+    assert ran.returncode == 2, ran.stderr
+    one_error(ran.stderr, "trainer.run_dir", f"inside {key} {model}")
     assert _listing(model) == before

@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,7 +31,8 @@ from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.megatron_checkpoints import bridge_run
-from tests.support.model_dirs import drop_chat_template, train_from
+from tests.support.model_dirs import drop_chat_template, train_args, train_from
+from tests.support.one_python import Ran, mfsdp_each
 from tests.support.paths import REPO
 from tests.support.terminal import FORGED, no_forged_lines
 
@@ -105,19 +107,30 @@ TWICE = {
 }
 
 
+@pytest.fixture(scope="module")
+def key_twice_runs(tmp_path_factory) -> tuple[Path, dict[str, Ran]]:
+    """`mfsdp train sft` on each TWICE case's rows (ROOT/CASE/train.jsonl, into ROOT/CASE/run),
+    both in one interpreter (`mfsdp_each`): each loads the tokenizer before it reads its rows."""
+    root = tmp_path_factory.mktemp("key_twice")
+    commands = {}
+    for case, (row, _key) in TWICE.items():
+        data = root / case / "train.jsonl"
+        data.parent.mkdir()
+        data.write_text(f"{GOOD_SFT}\n{row}\n" + f"{GOOD_SFT}\n" * 14)
+        commands[case] = train_args(
+            "sft", f"data.train_files={data}", f"trainer.run_dir={root / case / 'run'}"
+        )
+    return root, mfsdp_each(commands)
+
+
 @pytest.mark.parametrize("case", list(TWICE))
-def test_training_refuses_a_row_giving_a_key_twice(tmp_path, case):
+def test_training_refuses_a_row_giving_a_key_twice(key_twice_runs, case):
     """Python's json kept the last value silently: a row meant one way trained another."""
-    row, key = TWICE[case]
-    data = tmp_path / "train.jsonl"
-    data.write_text(f"{GOOD_SFT}\n{row}\n" + f"{GOOD_SFT}\n" * 14)
-    done = mfsdp(
-        "train", "sft", "--config", "examples/sft_tiny_cpu.yaml",
-        f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}",
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    one_error(done.stderr, f"{data}:2:", f"key {key} appears twice")
-    assert not (tmp_path / "run").exists()
+    root, runs = key_twice_runs
+    _row, key = TWICE[case]
+    assert runs[case].returncode == 2, runs[case].stderr
+    one_error(runs[case].stderr, f"{root / case / 'train.jsonl'}:2:", f"key {key} appears twice")
+    assert not (root / case / "run").exists()
 
 
 def test_data_conversion_refuses_a_row_giving_a_key_twice(tmp_path):

@@ -36,20 +36,32 @@ def trainable_model_dir(root: Path) -> tuple[Path, Path]:
     return root / "model", tables["sft"]
 
 
+def train_args(kind: str, *overrides: str) -> list[str]:
+    """The arguments of `mfsdp train KIND` on the tiny CPU example with `overrides`."""
+    return ["train", kind, "--config", f"examples/{kind}_tiny_cpu.yaml", *overrides]
+
+
 def train(kind: str, *overrides: str) -> tuple[int, str]:
     """`mfsdp train KIND` on the tiny CPU example with `overrides`: (exit code, stderr)."""
-    done = mfsdp("train", kind, "--config", f"examples/{kind}_tiny_cpu.yaml", *overrides)
+    done = mfsdp(*train_args(kind, *overrides))
     return done.returncode, done.stderr
+
+
+def train_from_args(model: Path, table: Path, run: Path) -> list[str]:
+    """The arguments of `mfsdp train sft` of `model` on `table` for one step into `run`,
+    saving nothing."""
+    return train_args(
+        "sft",
+        *(f"model.path={model}", f"data.train_files={table}", f"trainer.run_dir={run}"),
+        *("trainer.total_steps=1", "trainer.eval_every=0", "checkpoint.save_every=0"),
+    )
 
 
 def train_from(model: Path, table: Path, run: Path) -> tuple[int, str]:
     """`mfsdp train sft` of `model` on `table` for one step into `run`, saving nothing:
     (exit code, stderr)."""
-    return train(
-        "sft",
-        *(f"model.path={model}", f"data.train_files={table}", f"trainer.run_dir={run}"),
-        *("trainer.total_steps=1", "trainer.eval_every=0", "checkpoint.save_every=0"),
-    )
+    done = mfsdp(*train_from_args(model, table, run))
+    return done.returncode, done.stderr
 
 
 def config_edit(**changes: object) -> Callable[[Path], None]:
