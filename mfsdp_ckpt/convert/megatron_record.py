@@ -15,6 +15,8 @@ the optimizer, LoRA's alpha) read it without the derivation's rules.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -302,13 +304,21 @@ def run_config_data(run_config: str | os.PathLike, root: str | os.PathLike) -> d
     text as walked as the file may hold. What it refuses is a damaged checkpoint:
     CheckpointFormatError in one line naming the file (exit 1)."""
     text = safe_files.read_text(run_config, MAX_RUN_CONFIG_BYTES, root=root)
+    return copy.deepcopy(_parsed_run_config(str(run_config), text))
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_run_config(where: str, text: str) -> dict[str, Any]:
+    """`run_config_data`'s parse of `text`, once per text: one validate reads the record
+    from five checks, and a 60,000-path data blend took seconds to parse each time. Keyed
+    by the text read, so a file that changed is parsed again; callers get a copy."""
     # every value takes two bytes at least (a character and a separator): no file within the
     # byte cap is refused for the values it holds (a data blend of 60,000 shard paths)
     budget = ExpansionBudget(max_nodes=MAX_RUN_CONFIG_BYTES // 2, max_chars=MAX_RUN_CONFIG_BYTES)
-    data = parse_yaml(text, str(run_config), CheckpointFormatError, budget)
+    data = parse_yaml(text, where, CheckpointFormatError, budget)
     if not isinstance(data, dict):
         raise CheckpointFormatError(
-            f"{run_config}: holds {shown_value(data)}, not a mapping of sections"
+            f"{where}: holds {shown_value(data)}, not a mapping of sections"
         )
     return data
 
