@@ -28,7 +28,8 @@ ATTENTION_NAMES = (
 
 def attention_refusal(value: str, key: str) -> str | None:
     """Why `key` (model.attn_implementation) may not be `value`: every name it takes, and
-    the closest; None for one of them or a Hub kernel repo."""
-    if value in ATTENTION_NAMES or "/" in value:
+    the closest; None for one of them, one under `paged|` (transformers' older spelling of
+    the same kernel, taken with a warning) or a Hub kernel repo."""
+    if value.removeprefix("paged|") in ATTENTION_NAMES or "/" in value:
         return None
     return choice_refusal(key, value, "unknown attention", ATTENTION_NAMES)

@@ -14,9 +14,17 @@ from typing import Any
 
 from trainer.config_base import ConfigError
 
-# The files a tokenizer's vocabulary is read from (fast tokenizers, BPE, WordPiece and
-# sentencepiece): tokenizer_config.json only configures a tokenizer built from one of them
-VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "vocab.txt", "spiece.model")
+# The files a tokenizer's vocabulary is read from (fast tokenizers, BPE, WordPiece,
+# sentencepiece and Mistral's tekken): tokenizer_config.json only configures a tokenizer
+# built from one of them
+VOCABULARY_FILES = (
+    "tokenizer.json",
+    "vocab.json",
+    "tokenizer.model",
+    "vocab.txt",
+    "spiece.model",
+    "tekken.json",
+)
 
 
 def vocabulary_missing(directory: str | os.PathLike) -> str | None:

@@ -24,3 +24,6 @@ def test_a_typo_is_refused_and_a_hub_kernel_repo_left_to_transformers():
     refusal = attention_refusal("spda", "model.attn_implementation")
     assert refusal is not None and "did you mean sdpa?" in refusal and "paged|eager" in refusal
     assert attention_refusal("kernels-community/flash-attn3", "model.attn_implementation") is None
+    # transformers 5 still takes its older spelling of sdpa (a FutureWarning): not a typo
+    assert attention_refusal("paged|sdpa", "model.attn_implementation") is None
+    assert attention_refusal("paged|spda", "model.attn_implementation") is not None
