@@ -99,10 +99,12 @@ def check(trainer: str, config_path: str | None, as_json: bool, overrides: tuple
     keys that disagree, verl's keys, the paths it names (model, tokenizer, data files, run
     dir). Nothing is loaded or written, and torch is not imported.
 
-    Exit 0 with `ok: FILE is a valid mfsdp TRAINER config`; 2 with the one line `mfsdp
-    train` would print for the first problem (`optim.lr=-1`: "config key 'optim.lr' must
-    be >= 0, got -1"). What the machine has (GPUs, vLLM or megatron-fsdp installed, a
-    wandb key) is not checked: train checks that where it runs.
+    Exit 0 with `ok: FILE is a valid mfsdp TRAINER config`; else the one line `mfsdp train`
+    would print for the first problem, with the exit status train would give: 2 for a bad
+    config (`optim.lr=-1`: "config key 'optim.lr' must be >= 0, got -1"), 1 for a damaged
+    run dir (a file, or a step dir without its manifest, at a step's name). What the
+    machine has (GPUs, vLLM or megatron-fsdp installed, a wandb key) is not checked: train
+    checks that where it runs.
 
     \b
     Examples:

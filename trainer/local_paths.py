@@ -334,14 +334,19 @@ def check_run_dir_steps(run_dir: str, resume: str) -> None:
 
     Any other value is a checkpoint's path, resolved here as the run will resolve it: a
     typo (`disabled`), a missing path or a model dir is refused naming the key
-    (`resume_key.check_resume_path`)."""
+    (`resume_key.check_resume_path`); its step, into a run dir holding its own later steps
+    or something a save after it replaces, as the run refuses it
+    (`resume.refuse_saving_over_named_step`), which it did only once the model was built."""
     if resume == "auto":
         run_steps.resume_step(run_dir)
         return
     if resume != "disable":
+        from trainer.resume import refuse_saving_over_named_step
         from trainer.resume_key import check_resume_path
 
-        check_resume_path(run_dir, resume)
+        found = check_resume_path(run_dir, resume)
+        if found is not None:
+            refuse_saving_over_named_step(Path(run_dir), found, resume)
         return
     if run_steps.list_complete_steps(run_dir):
         raise ConfigError(

@@ -258,8 +258,7 @@ def resume_target(
         raise named_resume_error(resume, err) from None
     if found is None:
         return None
-    if found.step is not None:  # known by its name: refused before the load, not after it
-        refuse_saving_over_newer_steps(run_dir, found, found.step, resume)
+    refuse_saving_over_named_step(run_dir, found, resume)
     with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
         check_run_kind(found, resume, kind)
         if model_config is not None:
@@ -292,6 +291,16 @@ def _found_by_rank_0(
         return find(resume)
     found: CheckpointPaths | None = handed[0][0]
     return found
+
+
+def refuse_saving_over_named_step(run_dir: Path, found: CheckpointPaths, resume: str) -> None:
+    """`refuse_saving_over_newer_steps` for the checkpoint `found` whose step its name tells,
+    before the load, not after it: `resume_target` asks it, and so does the launching
+    process before torch loads (`local_paths.check_run_dir_steps`, for `config check` and
+    `mfsdp train`), which otherwise passed a path train refused once the model was built.
+    A bare dist_ckpt's step is known once its state is loaded (`resume_if_any` asks then)."""
+    if found.step is not None:
+        refuse_saving_over_newer_steps(run_dir, found, found.step, resume)
 
 
 def refuse_saving_over_newer_steps(

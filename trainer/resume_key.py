@@ -16,6 +16,7 @@ import os
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.checkpoint_resolution import checkpoint_to_resume
+from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config_base import ConfigError
 from trainer.config_suggestions import closest_choice
 
@@ -24,11 +25,11 @@ WORDS = ("auto", "disable")  # what it takes besides a path
 NEEDED = "auto | disable | a run, step or dist_ckpt dir"
 
 
-def check_resume_path(run_dir: str, resume: str) -> None:
-    """The checkpoint `resume` (neither word) names resolves, as the ranks will resolve it
+def check_resume_path(run_dir: str, resume: str) -> CheckpointPaths | None:
+    """The checkpoint `resume` (neither word) names, resolved as the ranks will resolve it
     (`checkpoint_to_resume`); else its error as the key's line (`named_resume_error`)."""
     try:
-        checkpoint_to_resume(run_dir, resume)
+        return checkpoint_to_resume(run_dir, resume)
     except MfsdpError as err:
         raise named_resume_error(resume, err) from None
 

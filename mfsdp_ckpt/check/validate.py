@@ -338,10 +338,13 @@ def _resolve(
             )
         paths = checkpoint_resolution.resolve_checkpoint(layout.step_dir(given, chosen))
         path_refusals.refuse_pieces_linked_out(run_steps.confining_dir(given, paths.root), paths)
-        if step == chosen and chosen < steps[-1]:
-            newer = _newer_step_note(tracker, step, steps[-1])
-            return replace(paths, note="; ".join(filter(None, (paths.note, newer))))
-        return paths
+        if step != chosen:  # the tracker is at fault: an error above says so
+            return paths
+        # the step dir resolved alone has lost the run dir's note, which inspect and
+        # export-hf print: what checkpoint.resume=auto does with this run dir
+        refusal = run_steps.resume_refusal(given)
+        newer = _newer_step_note(tracker, step, steps[-1]) if chosen < steps[-1] else None
+        return replace(paths, note="; ".join(filter(None, (paths.note, refusal, newer))) or None)
     return checkpoint_resolution.resolve_checkpoint(given, role=role)
 
 

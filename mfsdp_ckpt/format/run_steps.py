@@ -189,11 +189,17 @@ def _refuse_replacing(run: Path, resumed: int | None) -> None:
 
 
 def incomplete_step(path: Path) -> str:
-    """What is at a step dir's name that makes it no complete step, in words."""
+    """What is at a step dir's name that makes it no complete step, in words. A dir
+    without its manifest is named as `step_states` marks it in the lists beside the line
+    (`unfinished_saves`): an empty one, or one of mfsdp's run, as a save that did not
+    finish; the line called it "damaged after it was saved, or another trainer's" while
+    its own list marked it "(a save that did not finish)"."""
     if is_dir(path):
         damage = manifest_damage(path)
         if damage is not None:
             return f"holds a {MANIFEST_FILE} that is {damage}"
+        if unfinished_saves(path.parent, [path.name]):
+            return f"holds no {MANIFEST_FILE}, which mfsdp writes last{UNFINISHED_MARK}"
         return (
             f"holds no {MANIFEST_FILE}, which mfsdp writes last (damaged after it was saved,"
             " or another trainer's)"

@@ -53,8 +53,7 @@ def test_a_tracked_step_without_its_manifest_is_refused_whatever_else_is_there(t
         run_steps.resume_step(run)
     assert str(caught.value).startswith(
         f"{run}/latest_checkpointed_iteration.txt: names step 2, but {run}/global_step_2 holds"
-        " no manifest.json, which mfsdp writes last (damaged after it was saved, or another"
-        f" trainer's); {instead}"
+        f" no manifest.json, which mfsdp writes last (a save that did not finish); {instead}"
     )
 
 
@@ -98,8 +97,8 @@ def test_step_data_without_a_tracker_is_no_fresh_start(tmp_path):
     with pytest.raises(layout.DamagedRunDirError) as caught:
         run_steps.resume_step(run)
     assert str(caught.value) == (
-        f"{verl} holds no manifest.json, which mfsdp writes last (damaged after it was saved,"
-        " or another trainer's), and a run starting afresh here saves over it: move it away"
+        f"{verl} holds no manifest.json, which mfsdp writes last (a save that did not finish),"
+        " and a run starting afresh here saves over it: move it away"
     )
     shutil.rmtree(verl)
     (run / "iter_0000100").mkdir()
