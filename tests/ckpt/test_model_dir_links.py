@@ -34,7 +34,7 @@ def test_export_refuses_an_asset_linked_out_of_its_hf_config_dir(tmp_path):
     _link_out(model, tmp_path)
     out = tmp_path / "out"
     code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", model, "--out", out)
-    assert code == 1, err
+    assert code == 2, err  # --hf-config's files: the argument's fault, not the checkpoint's
     one_error(err, "tokenizer_config.json", "resolves outside the model dir")
     assert not out.exists()
 
@@ -102,7 +102,7 @@ def test_a_snapshots_folder_outside_a_real_cache_does_not_widen_the_root(tmp_pat
     (model / "tokenizer.model").symlink_to(Path("..") / ".." / ".ssh" / "id_rsa")
     out = tmp_path / "out"
     code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", model, "--out", out)
-    assert code == 1, err
+    assert code == 2, err  # --hf-config's files: the argument's fault, not the checkpoint's
     one_error(err, "tokenizer.model", "resolves outside the model dir")
     assert not out.exists() or not _holds_secret(out)
 
