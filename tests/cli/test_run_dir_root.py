@@ -138,8 +138,14 @@ def test_starting_afresh_into_a_run_dir_with_checkpoints_is_refused(cls, tmp_pat
         " would mix this run's steps with them; give another trainer.run_dir, or"
         " checkpoint.resume=auto to continue that run"
     )
-    for resume in ("auto", str(run / "global_step_4")):  # continue it, or go back to a step
-        load_checked_config(cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"])
+    load_checked_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=auto"])
+    # going back to one of its steps would save over step 6: refused as the config loads,
+    # with the line train gives at load
+    from trainer.resume import NewerStepsError
+
+    back = f"checkpoint.resume={run / 'global_step_4'}"
+    with pytest.raises(NewerStepsError, match="holds its own steps after step 4"):
+        load_checked_config(cls, None, [f"trainer.run_dir={run}", back])
     empty = tmp_path / "empty"
     empty.mkdir()
     load_checked_config(cls, None, [f"trainer.run_dir={empty}", "checkpoint.resume=disable"])
