@@ -643,22 +643,16 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
             raise DamagedRunDirError(
                 f"{run / TRACKER_FILE}: names step {int(tracked)}, but {what}{steps_here(run)}"
             )
-        return CheckpointPaths(
-            target / DIST_CKPT_DIR,
-            target,
-            run,
-            MFSDP,
-            hf_dir=target / HF_ASSETS_DIR,
-            note=resume_refusal(run),
-        )
+        return _our_step(run, target, resume_refusal(run))
     target = step_dir(run, list_complete_steps(run)[-1])
+    return _our_step(run, target, untracked_step_note(run, target.name))
+
+
+def _our_step(run: Path, target: Path, note: str | None) -> CheckpointPaths:
+    """Step dir `target` of mfsdp's run dir `run`, read with `note` (what resume=auto does
+    with the run, where that is worth a line)."""
     return CheckpointPaths(
-        target / DIST_CKPT_DIR,
-        target,
-        run,
-        MFSDP,
-        hf_dir=target / HF_ASSETS_DIR,
-        note=untracked_step_note(run, target.name),
+        target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR, note=note
     )
 
 
