@@ -605,7 +605,9 @@ def _record_damage(
     sound: the derivation's own checks of every value (`recorded_config`: a value that is
     no valid value, values that contradict each other, a bound passed), a value compared
     with a config stated as no finite number (`damaged_values`), more layers recorded than
-    stored. A record that cannot be read again is damage too."""
+    stored, sizes the tensors contradict (`kind_refused_shapes`: the supported path's shape
+    check). A record that cannot be read again is damage too."""
+    from mfsdp_ckpt.convert.export_source import source_for
     from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint
     from mfsdp_ckpt.convert.megatron_config import (
         MegatronConfigError,
@@ -613,6 +615,7 @@ def _record_damage(
         MegatronSettingsMissing,
     )
     from mfsdp_ckpt.convert.megatron_record import recorded_config, recorded_settings
+    from mfsdp_ckpt.convert.record_shapes import kind_refused_shapes
     from mfsdp_ckpt.convert.record_values import damaged_values
 
     recorded = None
@@ -630,8 +633,13 @@ def _record_damage(
         config = None
     if recorded is not None and (found := damaged_values(recorded.settings, recorded.names)):
         return recorded.where, f"{', '.join(found)}: not a finite number (a damaged record)"
+    where = recorded.where if recorded else str(paths.dist_ckpt)
     beyond = config and layers_beyond_checkpoint(config["num_hidden_layers"], reader.tensors)
-    return (recorded.where if recorded else str(paths.dist_ckpt), beyond) if beyond else None
+    if beyond:
+        return where, beyond
+    # the record's sizes held to the tensors, as the supported path's plan holds them
+    wrong = config and kind_refused_shapes(source_for(paths, reader), config, where)
+    return (where, f"the weights do not fit the record's sizes: {wrong}") if wrong else None
 
 
 def _already_wrong(report: ValidationReport, where: str) -> bool:

@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig
 
+    from mfsdp_ckpt.convert.hf_config import ExpectedWeights
+
 
 # The command whose flags an adapter's remedy names: validate and `mfsdp train`, which plan
 # an export too, take neither --adapter-only nor a base model's weights.
@@ -496,12 +498,9 @@ def _check_against_config(
             f" ({chosen_layout} layout), e.g. {', '.join(map(repr, sources[:3]))}"
             f"{live_peft_hint(unknown)}"
         )
-    for target, (shape, src) in produced.items():
-        if tuple(expected.allowed[target]) != tuple(shape):
-            raise unknown_error(
-                f"{source.location} [{src}]: shape {shape} as {target}, but the config"
-                f" ({config.model_type}) says {tuple(expected.allowed[target])}"
-            )
+    wrong = wrong_shape(items, expected)
+    if wrong is not None:
+        raise unknown_error(f"{source.location} {wrong}")
     required = set(expected.required)
     for target in sorted(required.intersection(produced), key=natural_order):
         stored = source.reader.tensors[produced[target][1]].dtype
@@ -518,6 +517,23 @@ def _check_against_config(
             f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. "
             f"{missing[0]}"
         )
+
+
+def wrong_shape(items: list[MappedTensor], expected: ExpectedWeights) -> str | None:
+    """`[stored key]: shape ... as TARGET, but the config says ...` for the first mapped
+    tensor whose shape is not the one the config gives its target, None where all fit;
+    targets the config has no place for are left to the caller. The one shape check of
+    export's plan and of validate's check of a record refused for its kind
+    (`record_shapes`): the config the record derives is held to the tensors alike."""
+    for item in items:
+        for target, shape in zip(item.targets, item.shapes):
+            wanted = expected.allowed.get(target)
+            if wanted is not None and tuple(wanted) != tuple(shape):
+                return (
+                    f"[{item.source}]: shape {shape} as {target}, but the config"
+                    f" ({expected.model_type}) says {tuple(wanted)}"
+                )
+    return None
 
 
 # (head, embedding) of a tied model as each layout names them

@@ -230,8 +230,10 @@ def split_adapters(
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:
     """(base paths, base keys, adapter paths -> keys): the adapter tensors (Megatron's or
     PEFT's) taken out of a checkpoint's module paths. AdapterWeightsError names a variant
-    or module this export cannot reproduce exactly."""
+    or module this export cannot reproduce exactly, once the adapter is known to be intact
+    (`_refuse_damage`): a kind refusal reads as a sound adapter of another kind."""
     adapters = {p: k for p, k in stored.items() if _is_adapter(p)}
+    _refuse_damage(adapters, paths)  # damage wins: found whatever kind the adapter is
     for path in sorted(adapters):
         _check_adapter_name(path, adapters[path])
     base_paths = {p: s for p, s in paths.items() if p not in adapters}
@@ -303,6 +305,63 @@ def _check_adapter_name(path: str, key: str) -> None:
         raise AdapterKindRefused(f"[{key}]: {kind} tensor {what_maps}")
 
 
+def _refuse_damage(adapters: dict[str, str], paths: dict[str, tuple[int, ...]]) -> None:
+    """Damage in adapter tensors (module path -> stored key; `paths`: their shapes) that
+    needs no config, raised before any kind refusal (validate reads a kind refusal as an
+    intact adapter of another kind): PEFT tensors beside Megatron ones, a canonical part on
+    a module without it, half of an A/B pair gone, a pair of no LoRA's shapes, several
+    ranks. Tensors of a refused variant (DoRA's magnitude, ...) or an unmapped name are
+    left to the kind refusal; the pairs among the rest are checked whatever they sit beside."""
+    if not adapters:
+        return
+    peft = {path: key for path, key in adapters.items() if not _ADAPTER_PATH.search(path)}
+    if peft and len(peft) < len(adapters):
+        raise AdapterWeightsError(
+            f"[{min(peft.values())}]: PEFT adapter tensors beside Megatron ones; one"
+            " checkpoint holds one kind of adapter"
+        )
+    rule = "peft" if peft else "megatron"
+    _, variants, mapped, _ = _NAME_RULES[rule]
+    plain = {
+        path: key
+        for path, key in adapters.items()
+        if mapped.match(path) and not any(pattern.search(path) for pattern, _ in variants)
+    }
+    which, prefix = (("A", "B"), "lora_") if peft else (("in", "out"), "linear_")
+    ranks: set[int] = set()
+    for pair in _pairs(plain, bool(peft)).values():
+        try:
+            a, _ = _pair_shapes(pair, plain, paths, which, prefix)
+        except AdapterWeightsError:
+            raise
+        except ValueError as err:
+            raise ShapeError(str(err)) from None
+        ranks.add(a[0])
+    if len(ranks) > 1:
+        _single_rank(plain, {}, ranks)  # raises, naming the ranks
+
+
+def _pairs(adapters: dict[str, str], peft: bool) -> dict[tuple[str, ...], dict[str, str]]:
+    """The adapted modules' tensors, {which ("A"/"B", "in"/"out"): path} by module (PEFT's
+    module path; Megatron's (layer, part, canonical sub or "")), of names `split_adapters`
+    maps; AdapterWeightsError for a canonical part on a module that has no such part."""
+    pairs: dict[tuple[str, ...], dict[str, str]] = {}
+    for path in adapters:
+        match = (_PEFT_KEY if peft else _LORA_KEY).match(path)
+        assert match is not None  # split_adapters refused every other name
+        if peft:
+            pairs.setdefault((match["module"],), {})[match["which"]] = path
+            continue
+        if match["sub"] and (match["part"], match["sub"]) not in _CANONICAL:
+            raise AdapterWeightsError(
+                f"[{adapters[path]}]: a canonical LoRA adapter_{match['sub']} on"
+                f" {match['part']}, which has no such part"
+            )
+        key = (match["layer"], match["part"], match["sub"] or "")
+        pairs.setdefault(key, {})[match["which"]] = path
+    return pairs
+
+
 def _pair_shapes(
     pair: dict[str, str],
     adapters: dict[str, str],
@@ -341,14 +400,9 @@ def _describe_peft(
 ) -> tuple[dict[str, HFLoraTarget], set[int]]:
     """PEFT's lora_A / lora_B pairs by the HF weight they adapt, checked against its shape
     (A: r x in, B: out x r); and their ranks."""
-    pairs: dict[str, dict[str, str]] = {}
-    for path in adapters:
-        match = _PEFT_KEY.match(path)
-        assert match is not None  # split_adapters refused every other name
-        pairs.setdefault(match["module"], {})[match["which"]] = path
     targets: dict[str, HFLoraTarget] = {}
     ranks: set[int] = set()
-    for module, pair in sorted(pairs.items()):
+    for (module,), pair in sorted(_pairs(adapters, peft=True).items()):
         a, b = _pair_shapes(pair, adapters, shapes, ("A", "B"), "lora_")
         weight = f"{module}.weight"
         if weight not in expected:
@@ -373,25 +427,10 @@ def describe_adapters(
     map them to HF modules. AdapterWeightsError (exit 2) for an unpaired adapter or one
     checkpoint holding both kinds; ValueError for shapes that do not fit (the caller names
     the checkpoint)."""
-    peft = {path: key for path, key in adapters.items() if not _ADAPTER_PATH.search(path)}
-    if peft and len(peft) < len(adapters):
-        raise AdapterWeightsError(
-            f"[{min(peft.values())}]: PEFT adapter tensors beside Megatron ones; one"
-            " checkpoint holds one kind of adapter"
-        )
-    if peft:
+    _refuse_damage(adapters, shapes)
+    if adapter_kind(adapters) == PEFT_KIND:
         return _single_rank(adapters, *_describe_peft(adapters, shapes, expected))
-    pairs: dict[tuple[str, str, str], dict[str, str]] = {}
-    for path in adapters:
-        match = _LORA_KEY.match(path)
-        assert match is not None  # split_adapters refused every other name
-        if match["sub"] and (match["part"], match["sub"]) not in _CANONICAL:
-            raise AdapterWeightsError(
-                f"[{adapters[path]}]: a canonical LoRA adapter_{match['sub']} on"
-                f" {match['part']}, which has no such part"
-            )
-        key = (match["layer"], match["part"], match["sub"] or "")
-        pairs.setdefault(key, {})[match["which"]] = path
+    pairs = _pairs(adapters, peft=False)
     fused = {(layer, part) for layer, part, sub in pairs if not sub}
     both = next(((n, p) for n, p, sub in pairs if sub and (n, p) in fused), None)
     if both is not None:

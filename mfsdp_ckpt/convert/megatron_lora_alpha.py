@@ -30,6 +30,7 @@ from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.convert.megatron_record import run_config_data
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.lora_fields import LoraFieldError, check_value_types
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora, plain_lora_init
 from mfsdp_ckpt.storage import safe_files
@@ -100,6 +101,10 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
     file = folder / ADAPTER_CONFIG_FILE
     text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
     data = loads_object(text, str(file), CheckpointFormatError)
+    try:  # a value of the wrong type is damage, found before any value is read as a kind
+        check_value_types(data, null_is_absent=True)
+    except LoraFieldError as err:
+        raise CheckpointFormatError(f"{file}: {err}") from None
     found = not_plain_lora(data.get)
     if found is None and data.get("peft_type", "LORA") != "LORA":
         found = "peft_type", data["peft_type"]

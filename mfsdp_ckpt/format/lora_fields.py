@@ -109,6 +109,44 @@ def _shown(value: Any) -> str:
     return cut_to(repr(value), 60)
 
 
+def _names(value: Any) -> bool:
+    """target_modules as PEFT writes it: absent (None), a regex, or a list of names."""
+    if value is None or isinstance(value, str):
+        return True
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _is_init(value: Any) -> bool:
+    return isinstance(value, (bool, str))
+
+
+# The JSON type PEFT writes each key a plain-LoRA reader reads. A value of another type
+# ("use_dora": "yes", "r": "8") is a damaged or hand-edited file, not a kind of adapter: it
+# must be refused as such before any value is read as a kind (a truthy "yes" read as DoRA).
+_JSON_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "r": (_is_int, "a positive integer"),
+    "lora_alpha": (_is_number, "a positive number"),
+    "use_rslora": (_is_bool, "true or false"),
+    "init_lora_weights": (_is_init, "true, false or a name"),
+    "target_modules": (_names, "a module name or a list of them"),
+    **{
+        name: (_is_bool, "true or false")
+        for name, plain in NOT_PLAIN_LORA.items()
+        if isinstance(plain, bool)
+    },
+}
+
+
+def check_value_types(config: dict, null_is_absent: bool = False) -> None:
+    """LoraFieldError naming the first key of `config` whose value is not the JSON type PEFT
+    writes there; absent keys pass, and null ones too with `null_is_absent` (an
+    adapter_config.json, where peft writes null for a default)."""
+    for key, (fits, kind) in _JSON_TYPES.items():
+        value = config.get(key)
+        if key in config and not (value is None and null_is_absent) and not fits(value):
+            raise LoraFieldError(f"{key!r} is {_shown(value)}, not {kind}")
+
+
 def lora_settings(config: Any) -> LoraSettings:
     """The merge settings of a PEFT config (a manifest's `lora` field, an
     adapter_config.json), each key export, validate or inspect reads checked for its JSON
@@ -121,19 +159,7 @@ def lora_settings(config: Any) -> LoraSettings:
         raise LoraFieldError(f"'r' is {_shown(rank)}, not a positive integer")
     if not _is_number(alpha) or alpha <= 0:
         raise LoraFieldError(f"'lora_alpha' is {_shown(alpha)}, not a positive number")
-    typed: dict[str, tuple[Callable[[Any], bool], str]] = {
-        "use_rslora": (_is_bool, "true or false"),
-        "init_lora_weights": (lambda v: isinstance(v, (bool, str)), "true, false or a name"),
-        "target_modules": (_names, "a module name or a list of them"),
-        **{
-            name: (_is_bool, "true or false")
-            for name, plain in NOT_PLAIN_LORA.items()
-            if isinstance(plain, bool)
-        },
-    }
-    for key, (fits, kind) in typed.items():
-        if key in config and not fits(config[key]):
-            raise LoraFieldError(f"{key!r} is {_shown(config[key])}, not {kind}")
+    check_value_types(config)
     found = not_plain_lora(config.get)
     if found is not None:
         raise LoraFieldError(
@@ -149,13 +175,6 @@ def recorded_lora_settings(config: Any, source: str = "manifest.json") -> LoraSe
         return lora_settings(config)
     except LoraFieldError as err:
         raise ManifestError(f"{source}: field 'lora': {err}") from None
-
-
-def _names(value: Any) -> bool:
-    """target_modules as PEFT writes it: absent (None), a regex, or a list of names."""
-    if value is None or isinstance(value, str):
-        return True
-    return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
 @dataclass

@@ -338,3 +338,53 @@ def test_lora_on_fused_expert_parameters_is_named():
     stored = {f"model.layers.0.mlp.experts.lora_{w}.weight": f"k{w}" for w in "AB"}
     with pytest.raises(AdapterWeightsError, match="LoRA on the fused expert parameters"):
         split_adapters(dict.fromkeys(stored, (4, 8)), stored)
+
+
+def _validate_verdict(run, *flags) -> tuple[int, str, str]:
+    """(exit code, validate's verdict line, its --json verdict)."""
+    code, stdout, err = run_cli("ckpt", "validate", run, *flags)
+    json_code, json_out, _ = run_cli("ckpt", "validate", run, "--json", *flags)
+    assert json_code == code, stdout + err + json_out
+    return code, stdout.splitlines()[-1], json.loads(json_out)["verdict"]
+
+
+def test_dora_beside_an_unpaired_lora_b_is_invalid(trainer_run, tmp_path):
+    """Damage wins whatever the kind: was UNSUPPORTED ("intact; ... DoRA"), the magnitude
+    vector refused before the lone lora_B was seen."""
+    root, _, _, adapter = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run, ignore=shutil.ignore_patterns("pytorch_model_fsdp_0"))
+    lone = "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"
+    magnitude = "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector"
+    state = {name: value for name, value in adapter.items() if name != lone}
+    save_dcp(
+        {"model": {**state, magnitude: torch.ones(128)}},
+        run / "checkpoint-5" / "pytorch_model_fsdp_0",
+    )
+    code, verdict, json_verdict = _validate_verdict(run, "--hf-config", root / "base")
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    assert json_verdict == "invalid" and "intact" not in verdict, verdict
+
+
+# adapter_config.json values of another JSON type than peft writes: damage, each was read as
+# a kind (a truthy "yes" as DoRA, "true" as rslora: UNSUPPORTED) or as another rank
+WRONG_TYPES = {"use_dora": "yes", "r": "4", "lora_alpha": "16", "use_rslora": "true"}
+
+
+@pytest.mark.parametrize("key", list(WRONG_TYPES))
+def test_a_wrong_typed_adapter_config_value_is_invalid_naming_it(trainer_run, tmp_path, key):
+    root, _, _, _ = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run)
+    config = run / "checkpoint-5" / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), key: WRONG_TYPES[key]}))
+    said = f"{config}: {key!r} is {WRONG_TYPES[key]!r}, not "
+    code, verdict, json_verdict = _validate_verdict(run, "--hf-config", root / "base")
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    assert json_verdict == "invalid", verdict
+    _, stdout, _ = run_cli("ckpt", "validate", run, "--hf-config", root / "base")
+    assert said in stdout, stdout
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base"
+    )
+    assert code == 1 and said in one_error_line(err), err

@@ -683,6 +683,11 @@ DAMAGED_ADAPTERS: dict[str, dict[str, torch.Tensor | None]] = {
     "PEFT tensors beside Megatron ones": {
         "module.model.layers.0.self_attn.q_proj.lora_A.weight": torch.ones(RANK, 128)
     },
+    # a kind export refuses beside the damage: was UNSUPPORTED, DoRA refused before pairing
+    "DoRA beside half of an A/B pair gone": {
+        f"{_PROJ}linear_in.weight": None,
+        "module.decoder.layers.0.mlp.linear_fc2.adapter.weight_magnitude": torch.ones(128),
+    },
 }
 
 

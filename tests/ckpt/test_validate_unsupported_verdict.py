@@ -80,6 +80,12 @@ DAMAGE = {
     "a negative size": (lambda root: _layernorm_run(root, hidden_size=-1), ()),
     "heads not in their groups": (lambda root: _layernorm_run(root, num_query_groups=3), ()),
     "a layer more than stored": (lambda root: _layernorm_run(root, num_layers=3), ()),
+    # sizes the tensors contradict (the tiny model: hidden 128, FFN 192, 4 heads in 2
+    # groups): only the layer count was held to them on the refused path
+    "another hidden size": (lambda root: _layernorm_run(root, hidden_size=256), ()),
+    "another FFN size": (lambda root: _layernorm_run(root, ffn_hidden_size=96), ()),
+    "more attention heads": (lambda root: _layernorm_run(root, num_attention_heads=8), ()),
+    "more query groups": (lambda root: _layernorm_run(root, num_query_groups=4), ()),
     "a negative size under --hf-config": (
         lambda root: _layernorm_run(root, hidden_size=-1),
         ("--hf-config", "GIVEN"),
@@ -157,3 +163,13 @@ def test_a_sound_checkpoint_is_valid_in_json(tmp_path):
     code, verdict, report = _validate(megatron_run(tmp_path, model, megatron_args(model)))
     assert code == 0 and verdict.startswith("valid: "), verdict
     assert report["verdict"] == "valid" and report["valid"] is True, report
+
+
+def test_an_intact_ungated_mlp_record_stays_unsupported(tmp_path):
+    """The sizes check passes over linear_fc1's rows, which a refused kind (an MLP
+    without a gate) halves: an intact record of that kind is not damage."""
+    model = tiny_causal_lm("llama")
+    run = megatron_run(tmp_path, model, megatron_args(model, swiglu=False))
+    code, verdict, report = _validate(run)
+    assert code == 1 and verdict.startswith("UNSUPPORTED: "), verdict
+    assert report["verdict"] == "unsupported", report
