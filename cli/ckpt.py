@@ -266,6 +266,8 @@ def _verdict(report: ValidationReport, strict: bool, deep: bool) -> str:
 
 def _details(report, strict: bool, deep: bool) -> str:
     """What the verdict line says of the checkpoint read, in parentheses."""
+    from mfsdp_ckpt.format.folder_step import ShownStep, step_words
+
     role = f" {report.role}," if report.role else ""
     unhashed = f", {'+'.join(report.hash_algorithms)} checked" if report.hash_algorithms else ""
     unread = report.manifest_unread  # an error line names it too: the verdict fails on it
@@ -283,7 +285,7 @@ def _details(report, strict: bool, deep: bool) -> str:
         optimizer = f", {kind.name} optimizer state"
     return (
         f"({report.layout or 'layout unread'},{role} step "
-        f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
+        f"{step_words(ShownStep(report.step, report.step_from))}, {report.tensors} tensors, "
         f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files{optimizer}"
         f"{f', {report.adapter}' if report.adapter else ''}"
         f"{', deep' if deep else ''}{unhashed})"

@@ -20,6 +20,7 @@ from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
 from mfsdp_ckpt.format.dir_entries import children, is_file
+from mfsdp_ckpt.format.folder_step import ShownStep, shown_step, step_words
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.optimizer_states import HeldStates
@@ -311,6 +312,7 @@ def describe_checkpoint(
         else None
     )
     manifest_step = manifest.step if manifest else None
+    shown = shown_step(paths, reader.objects)
     recorded_model = describe_recorded_model(paths, reader)
     args_for_config = recorded_model is not None and paths.run_config is None
     # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike
@@ -355,7 +357,8 @@ def describe_checkpoint(
     return {
         "checkpoint": str(paths.dist_ckpt),
         "optimizer_checkpoint": None if paths.optimizer_dcp is None else str(paths.optimizer_dcp),
-        "step": paths.step,
+        "step": shown.step,
+        "step_from": shown.source,  # "folder_name" where the files record no step
         # the step a resume continues from, where its record disagrees (`trainer_step`)
         "step_problems": step_problems,
         "layout": paths.kind,
@@ -419,7 +422,7 @@ def format_description(description: dict) -> str:
     if description.get("optimizer_checkpoint"):
         lines.append(f"optimizer   {printable(description['optimizer_checkpoint'])}")
     lines += [
-        f"step        {description['step'] if description['step'] is not None else '-'}",
+        f"step        {step_words(ShownStep(description['step'], description.get('step_from')))}",
         *(f"            {printable(problem)}" for problem in description.get("step_problems", [])),
         f"contents    {printable(', '.join(description['contents']))}",
     ]

@@ -72,6 +72,7 @@ class ValidationReport:
     path: str
     checkpoint: str | None = None
     step: int | None = None
+    step_from: str | None = None  # "folder_name" where the files record no step (folder_step)
     findings: list[Finding] = field(default_factory=list)
     tensors: int = 0
     tensor_bytes: int = 0

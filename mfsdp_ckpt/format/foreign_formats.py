@@ -193,8 +193,31 @@ def refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
                 f" Hugging Face model dir; give that (`mfsdp ckpt import-hf {hf} --out DIR`"
                 " makes a checkpoint of it)"
             )
-        if dcp is not None:
-            refuse_torchtitan(given, dcp)
+        if dcp is not None and torchtitan.is_torchtitan_dcp(dcp):
+            steps = _torchtitan_steps_line(folder, entries, dcp)
+            raise ForeignFormatError(f"{torchtitan.message(given, dcp)}{steps}")
+
+
+def _torchtitan_steps_line(folder: Path, names: list[str], newest: Path) -> str:
+    """`; its complete steps: ...` for a torchtitan folder holding more steps than the
+    newest one named: newest first, another by a path that works when pasted, and the
+    step-N dirs without a .metadata (a save that did not finish, which nothing reads)."""
+    from mfsdp_ckpt.format import torchtitan
+
+    steps = [n for n in names if torchtitan.STEP_DIR_RE.match(n)]
+    steps.sort(key=lambda name: torchtitan.step_of(Path(name)), reverse=True)
+    complete = [n for n in steps if is_file(folder / n / ".metadata")]
+    unfinished = [n for n in steps if n not in complete and not is_file(folder / n / INDEX_FILE)]
+    line = ""
+    if len(complete) > 1:
+        earlier = folder / next(n for n in complete if n != newest.name)
+        line += (
+            f"; its complete steps: {first_of(complete, 8)}; to convert another, give its"
+            f" path in place of {newest} (e.g. {earlier})"
+        )
+    if unfinished:
+        line += f"; {first_of(unfinished, 4)}: no .metadata (a save that did not finish)"
+    return line
 
 
 def refuse_weights_without_config(given: Path, names: list[str]) -> None:

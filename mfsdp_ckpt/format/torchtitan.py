@@ -106,7 +106,7 @@ def newest_step_dir(directory: Path, names: list[str], marker: str = ".metadata"
 
 def message(given: Path, step_dir: Path) -> str:
     """One line: what `given` is and what converts it."""
-    where = "" if given == step_dir else f" (its newest step: {step_dir.name})"
+    where = "" if given == step_dir else f" (its newest complete step: {step_dir.name})"
     return (
         f"{given}: a torchtitan checkpoint{where} (model weights under torchtitan's names:"
         " tok_embeddings.weight, layers.N.attention.wq.weight, ...),"

@@ -174,7 +174,7 @@ def test_of_dcp_and_hugging_face_steps_the_newest_is_named(hf_newer, tmp_path):
         assert line.startswith(f"error: {hf_step}: Hugging Face safetensors"), line
         assert "copy the model's config.json" in line and "step-10" not in line, line
     else:
-        assert f"{dump}: a torchtitan checkpoint (its newest step: step-10)" in line, line
+        assert f"{dump}: a torchtitan checkpoint (its newest complete step: step-10)" in line, line
 
 
 def test_a_newest_hugging_face_step_with_its_config_is_named_a_model_dir(tmp_path):
