@@ -96,8 +96,9 @@ def from_verl(source: str, command: str) -> None:
 def check(trainer: str, config_path: str | None, as_json: bool, overrides: tuple[str, ...]) -> None:
     """Check the config `mfsdp train TRAINER --config FILE OVERRIDES` would run (TRAINER:
     sft or grpo), as train checks it before it loads anything: key names, types and ranges,
-    keys that disagree, verl's keys, the paths it names (model, tokenizer, data files, run
-    dir). Nothing is loaded or written, and torch is not imported.
+    keys that disagree (GRPO's batch sizes, split as for one rank), verl's keys, the paths
+    it names (model, tokenizer, data files, run dir). Nothing is loaded or written, and
+    torch is not imported.
 
     Exit 0 with `ok: FILE is a valid mfsdp TRAINER config`; else the one line `mfsdp train`
     would print for the first problem, with the exit status train would give: 2 for a bad

@@ -177,6 +177,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     refuse_other_kind(cls, config_path)  # the other trainer's config, a verl launch script
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     check_no_variables(cfg)
+    check_batch_sizes(cfg, 1)  # the part of any world size; `start` checks the ranks launched
     check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
@@ -195,6 +196,18 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     check_run_dir_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
     check_dump_dirs(cfg.trainer)  # GRPO's generation dumps: none in an SFT config
     return cfg
+
+
+def check_batch_sizes(cfg: Any, world_size: int) -> None:
+    """GRPO's batch sizes, which must divide over the `world_size` ranks
+    (`check_grpo_batches`), checked before torch loads, so that a mistake costs no launch
+    (each rank checks them again with the world size it joined). SFT's batch is any number
+    of rows over any number of ranks, which `check_local_ranks` caps."""
+    from trainer.grpo.batch_sizes import check_grpo_batches
+    from trainer.grpo.config import GRPOConfig
+
+    if isinstance(cfg, GRPOConfig):
+        check_grpo_batches(cfg, world_size)
 
 
 DATA_HINT = (
@@ -352,6 +365,7 @@ def start(
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     if launching:  # before torchrun starts a process per rank, each loading torch
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
+        check_batch_sizes(cfg, launch.nproc_per_node * launch.nnodes)
     local_ranks = launch.nproc_per_node if launching else env_int("LOCAL_WORLD_SIZE", 1, minimum=1)
     configure_threads(local_ranks)
     _quiet_known_warnings()

@@ -47,6 +47,7 @@ from trainer.grpo.actor import (
 )
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
+from trainer.grpo.batch_sizes import check_grpo_batches
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
 from trainer.grpo.generations import dump_generations, generation_rows, response_advantages
@@ -443,39 +444,6 @@ def run_grpo(cfg: GRPOConfig) -> GRPOResult:
     return run_in_process_group("grpo", cfg, _run)
 
 
-def check_grpo_batches(cfg: GRPOConfig, world_size: int) -> None:
-    """Batch arithmetic that must hold before anything starts; each message names the keys."""
-    data, actor, n = cfg.data, cfg.actor, cfg.rollout.n
-    for key, value in (
-        ("data.train_batch_size", data.train_batch_size),
-        ("actor.ppo_mini_batch_size", actor.ppo_mini_batch_size),
-        ("actor.ppo_micro_batch_size_per_gpu", actor.ppo_micro_batch_size_per_gpu),
-        ("actor.log_prob_micro_batch_size_per_gpu", actor.log_prob_micro_batch_size_per_gpu),
-        ("actor.ppo_epochs", actor.ppo_epochs),
-        ("rollout.n", n),
-    ):
-        if value < 1:
-            raise ConfigError(f"{key} must be >= 1, got {value}")
-    if data.train_batch_size % actor.ppo_mini_batch_size:
-        raise ConfigError(
-            f"data.train_batch_size={data.train_batch_size} must be a multiple of "
-            f"actor.ppo_mini_batch_size={actor.ppo_mini_batch_size}"
-        )
-    if actor.ppo_mini_batch_size % world_size:
-        raise ConfigError(
-            f"actor.ppo_mini_batch_size={actor.ppo_mini_batch_size} prompts must split evenly over "
-            f"{world_size} ranks"
-        )
-    if (actor.ppo_mini_batch_size // world_size * n) % actor.ppo_micro_batch_size_per_gpu:
-        raise ConfigError(
-            f"a rank's mini-batch ({actor.ppo_mini_batch_size // world_size} prompts x "
-            f"rollout.n={n}) must be a multiple of "
-            f"actor.ppo_micro_batch_size_per_gpu={actor.ppo_micro_batch_size_per_gpu}"
-        )
-    if cfg.trainer.log_every < 1:
-        raise ConfigError("trainer.log_every must be >= 1")
-
-
 # Seeds per step (`_step_seed`): one per rank for rollout sampling, one per PPO epoch for
 # the mini-batch shuffle; past these counts a seed repeats one of the next step's.
 _RANK_SLOTS, _EPOCH_SLOTS = 4096, 64
@@ -543,7 +511,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     while the models build (`ReferenceRecord.of`), and the engine gets the actor's weights
     (`push_weights`) only after `TrainingRun.open` has resumed them, so its first rollout
     samples from the resumed actor."""
-    check_grpo_batches(cfg, env.world_size)
+    check_grpo_batches(cfg, env.world_size)  # the launcher's check, for the group joined
     if not cfg.data.train_files:
         raise ConfigError("data.train_files: no training files given")
     run_dir = Path(cfg.trainer.run_dir)
