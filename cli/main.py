@@ -18,6 +18,7 @@ while once torch is loaded.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
@@ -306,6 +307,20 @@ def _child_of_a_settled_process() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+def _ignore_held_signals_to_the_end() -> None:
+    """The last exit hook (registered as this module is imported, before any other): in a
+    process whose outcome is settled, a Ctrl-C or SIGTERM is ignored for what is left of the
+    exit. The interpreter's finalization, which follows the hooks, puts the default action
+    back for each signal a Python handler holds (`_late_signal`): one arriving then ended a
+    finished export with -2 or -15 (a few tens of ms after its result, torch loaded). An
+    ignored signal it leaves ignored. Every wait a stuck exit makes (threads, child
+    processes, the other exit hooks) comes before this hook, bounded by `_late_signal`."""
+    if _settled and threading.current_thread() is threading.main_thread():
+        for number in _HELD:
+            signal.signal(number, signal.SIG_IGN)
+
+
+atexit.register(_ignore_held_signals_to_the_end)
 os.register_at_fork(
     before=_before_fork,
     after_in_parent=_after_fork_in_parent,

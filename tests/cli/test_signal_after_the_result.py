@@ -30,10 +30,27 @@ _HELD_AT_EXIT = (
 )
 
 
-def _signalled_after_output(args: list[str], number: int) -> tuple[int, str, str]:
-    """Exit status, stdout and stderr of `mfsdp ARGS`, sent `number` once its output ended."""
+# The same, held instead in the interpreter's finalization, after every exit hook: the
+# default action was back for each signal there, and one ended a finished command with -2/-15.
+_HELD_IN_FINALIZATION = (
+    "import sys, time\n"
+    "class HeldWhileFinalized:\n"
+    "    def __del__(self):\n"
+    "        time.sleep(3)\n"
+    "held = HeldWhileFinalized()\n"  # a global of __main__: deleted as modules are finalized
+    "sys.argv = ['mfsdp', *sys.argv[1:]]\n"
+    "from cli.main import main\n"
+    "main()\n"
+)
+
+
+def _signalled_after_output(
+    args: list[str], number: int, script: str = _HELD_AT_EXIT
+) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of `mfsdp ARGS` run by `script`, sent `number` once
+    its output ended."""
     process = subprocess.Popen(
-        [sys.executable, "-c", _HELD_AT_EXIT, *args],
+        [sys.executable, "-c", script, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**repo_env(), "OMP_NUM_THREADS": "1"},
@@ -63,6 +80,14 @@ def _first_line(fd: int) -> bytes:
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
 def test_after_a_result_the_exit_status_is_the_commands(number):
     code, out, err = _signalled_after_output(["config", "defaults", "sft"], number)
+    assert (code, err) == (0, ""), (code, err)
+    assert "\nmodel:\n" in out, out
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_the_interpreters_finalization_leaves_the_status(number):
+    args = ["config", "defaults", "sft"]
+    code, out, err = _signalled_after_output(args, number, _HELD_IN_FINALIZATION)
     assert (code, err) == (0, ""), (code, err)
     assert "\nmodel:\n" in out, out
 
