@@ -648,6 +648,9 @@ def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:
     return check_across_keys(_build_config(cls, tree, source))
 
 
+MEGATRON_FSDP_NEEDS_CUDA = "strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU"
+
+
 def check_across_keys(config: T) -> T:
     """`config`, once no two of its keys contradict each other (each is checked alone by its
     field's range): checked on the whole config, file and overrides together, since an
@@ -657,6 +660,14 @@ def check_across_keys(config: T) -> T:
         check_lora_fields(model)
     if isinstance(model, ModelConfig) and model.path is None and model.shape not in SHAPE_NAMES:
         raise ConfigError(shape_refusal(model.shape))  # the shape is read only without a path
+    strategy, trainer = getattr(config, "strategy", None), getattr(config, "trainer", None)
+    if (
+        isinstance(strategy, StrategyConfig)
+        and isinstance(trainer, TrainerConfig)
+        and strategy.name == "megatron_fsdp"
+        and trainer.device == "cpu"
+    ):  # decided by the config alone: refused where it is checked, not on the machine
+        raise ConfigError(MEGATRON_FSDP_NEEDS_CUDA)
     optim = getattr(config, "optim", None)
     if isinstance(optim, OptimConfig) and optim.scheduler != "constant" and optim.min_lr > optim.lr:
         raise ConfigError(

@@ -20,7 +20,7 @@ import math
 import os
 from typing import Any, NamedTuple
 
-from trainer.config import ConfigError
+from trainer.config import MEGATRON_FSDP_NEEDS_CUDA, ConfigError
 from trainer.model_source import ModelSource, check_tokenizer_present, resolve_model_source
 from trainer.shapes import SHAPES
 from trainer.tokenizer_vocabulary import check_tokenizer_vocabulary
@@ -38,7 +38,6 @@ MEGATRON_FSDP_MISSING = (
     "strategy.name=megatron_fsdp: the megatron-fsdp package is not installed"
     " (pip install -e '.[gpu]' on a GPU machine); or strategy.name=fsdp2"
 )
-MEGATRON_FSDP_NEEDS_CUDA = "strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU"
 
 
 def check_prerequisites(cfg: Any) -> None:

@@ -7,7 +7,9 @@ refused by `mfsdp config check` and by train's launcher, exit 2, one line naming
 - an unknown `model.shape` (`Qwen2-0.5B`), which also left a GRPO run's lengths unchecked;
 - an unknown `model.attn_implementation` (`spda`), refused by transformers with its list of
   choices cut mid-way;
-- a tokenizer dir of tokenizer_config.json alone, whose tokenizer turned text into no tokens.
+- a tokenizer dir of tokenizer_config.json alone, whose tokenizer turned text into no tokens;
+- `strategy.name=megatron_fsdp` with `trainer.device=cpu`, refused only once train checked
+  the machine (config check said ok).
 """
 
 from __future__ import annotations
@@ -165,3 +167,15 @@ def test_a_tokenizer_config_without_vocabulary_is_refused(tables, tmp_path, key)
         " tokenizer.json, "
     ), said
     assert said.endswith("a local dir with the model's tokenizer files"), said
+
+
+@pytest.mark.parametrize("trainer", ["sft", "grpo"])
+def test_megatron_fsdp_on_cpu_is_refused_by_the_config_alone(tables, tmp_path, trainer):
+    keys = ["strategy.name=megatron_fsdp", "model.shape=tiny"]
+    if trainer == "grpo":  # lengths the tiny shape takes
+        keys += ["data.max_prompt_length=32", "rollout.max_response_length=16"]
+    said = refusal(trainer, tables, tmp_path / "run", *keys, "trainer.device=cpu")
+    assert said == "strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU"
+    given = [f"data.train_files=[{tables[trainer]}]", f"trainer.run_dir={tmp_path / 'run'}"]
+    cfg = check_config(trainer, None, [*given, *keys, "trainer.device=auto"])  # the machine's
+    assert cfg.strategy.name == "megatron_fsdp"

@@ -84,6 +84,7 @@ def test_megatron_fsdp_not_installed_is_named(tmp_path):
         "--config",
         "examples/sft_tiny_cpu.yaml",
         "strategy.name=megatron_fsdp",
+        "trainer.device=auto",  # with `cpu` the config alone is refused (below)
         f"data.train_files=[{data}]",
         f"trainer.run_dir={tmp_path / 'run'}",
     )
@@ -106,6 +107,7 @@ def test_a_machine_lacking_both_is_told_one_line_before_launch(tmp_path):
         "examples/grpo_tiny_cpu.yaml",
         "rollout.name=vllm",
         "strategy.name=megatron_fsdp",
+        "trainer.device=auto",  # with `cpu` the config alone is refused, before the machine
         f"data.train_files=[{data}]",
         "data.val_files=[]",
         f"trainer.run_dir={run_dir}",

@@ -47,11 +47,10 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.tensor import DTensor
 
 from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
-from trainer.config import ConfigError, OptimConfig
+from trainer.config import MEGATRON_FSDP_NEEDS_CUDA, ConfigError, OptimConfig
 from trainer.lora import AdapterState, is_lora_model
 from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
-from trainer.prerequisites import MEGATRON_FSDP_NEEDS_CUDA
 from trainer.strategies.base import Strategy
 
 if TYPE_CHECKING:
