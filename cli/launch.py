@@ -172,7 +172,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     from trainer.metrics import require_trackers
     from trainer.model_code import check_model_files
     from trainer.model_source import note_unread_shape, resolve_model_source
-    from trainer.run_dir_links import check_run_dir_links
+    from trainer.run_dir_links import check_run_dir_entries
 
     refuse_other_kind(cls, config_path)  # the other trainer's config, a verl launch script
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
@@ -188,7 +188,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     check_run_dir_is_its_own(cfg.trainer.run_dir)
     check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
-    check_run_dir_links(cfg.trainer.run_dir)  # nothing written through a link in it
+    check_run_dir_entries(cfg.trainer.run_dir)  # no link, FIFO or dir where the run writes
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
     check_run_dir_apart(cfg, hf_dir)  # a model dir this run reads, named by its key
     check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other

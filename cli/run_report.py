@@ -75,7 +75,7 @@ def stopped_run_line(
     finished and what was stopped came after it: the line says so, and `then` what is left
     to do (resuming would only start up to say there is nothing left to train).
     `save_every` (`checkpoint.save_every`, 0: not known) names a step reached whose save
-    was cut short (and removed, as every unfinished save is)."""
+    was cut short, and whether its unfinished dir is left (`_cut_save`)."""
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.format import layout, run_steps
 
@@ -117,8 +117,20 @@ def _step_reached(
         return ""
     later = f" or later (trainer.log_every={log_every})" if log_every > 1 else ""
     unsaved = log_every == 1 and save_every > 0 and step % save_every == 0 and (newest or 0) < step
-    cut = f" (step {step}'s save was cut short and removed)" if unsaved else ""
+    cut = f" ({_cut_save(run_dir, step)})" if unsaved else ""
     return f" after step {step}{later}{cut}"
+
+
+def _cut_save(run_dir: str | os.PathLike, step: int) -> str:
+    """What step `step`'s cut save left, as the run dir holds it: the ranks remove their
+    unfinished `global_step_N.tmp` when one of them fails, but ranks killed with their
+    launcher (SIGKILL) remove nothing, and "removed" was said of a dir still on disk."""
+    from mfsdp_ckpt.format import layout
+
+    tmp = layout.tmp_step_dir(run_dir, step)
+    if os.path.lexists(tmp):
+        return f"step {step}'s save was cut short; what it wrote is left in {tmp}, no checkpoint"
+    return f"step {step}'s save was cut short and removed"
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:

@@ -19,7 +19,7 @@ from mfsdp_ckpt.format.layout import RUN_METRICS_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.unique_json import parse_json
-from trainer.run_files import refuse_link, replacing
+from trainer.run_files import refuse_foreign, refuse_link, replacing
 
 METRICS_FILE = RUN_METRICS_FILE  # layout.py names it: a path to a run dir is told by it
 TENSORBOARD_DIR = "tensorboard"
@@ -49,7 +49,7 @@ class MetricsLogger:
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        refuse_link(self.path)  # appended to: a link would add the records to another file
+        refuse_foreign(self.path, directory=False)  # appended to: never through a link
         trackers = require_trackers(trainer)
         if "tensorboard" in trackers:
             events = _tracker_dir(self.run_dir / TENSORBOARD_DIR)
@@ -213,10 +213,10 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
     (`run_files.replacing`): a crash or a full disk leaves the old one or the new one, and
     a failure names it (RunFileError). Called on rank 0 only."""
     path = Path(run_dir) / METRICS_FILE
-    refuse_link(path)  # read and replaced here, appended to next: never another file
+    refuse_foreign(path, directory=False)  # read and replaced here, appended to next
     try:
         steps, torn = _steps_in(path)
-    except OSError:  # none yet, or no regular file: MetricsLogger names that as it writes
+    except OSError:  # none yet, or unreadable: MetricsLogger names that as it writes
         return None
     dropped = [n for n in steps if n is not None and n > step]
     if not dropped and not torn:

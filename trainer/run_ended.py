@@ -51,7 +51,8 @@ def newest_checkpoint(run_dir: str | os.PathLike, resume: str) -> str:
 
 def run_ended(err: BaseException, run_dir: str | os.PathLike, resume: str) -> RunEndedError | None:
     """`err`'s line with `newest_checkpoint` after it, for a failed save or a file the run
-    could not write (a full disk, a quota, a read-only remount); None for anything else,
+    could not write (a full disk, a quota, a read-only remount), unless the next run would be
+    refused for what stands in the run dir (`_refused_by_next_run`); None for anything else,
     which says itself (an interrupt, a rank gone, memory, a bug), and for a tracker not
     updated, whose line already says how to resume. Ask once an async save in flight has
     settled: the checkpoint it commits is the newest."""
@@ -63,7 +64,22 @@ def run_ended(err: BaseException, run_dir: str | os.PathLike, resume: str) -> Ru
         line = os_error_line(err)
     else:
         return None
-    where = newest_checkpoint(run_dir, resume)
+    where = "" if _refused_by_next_run(run_dir) else newest_checkpoint(run_dir, resume)
     ended = RunEndedError(f"{line}; {where}" if where else line)
     ended.every_rank = getattr(err, "every_rank", False)
     return ended
+
+
+def _refused_by_next_run(run_dir: str | os.PathLike) -> bool:
+    """Whether the next run refuses `run_dir` before it starts, for what stands where a run
+    writes (`run_dir_links.check_run_dir_entries`: a FIFO or directory at metrics.jsonl put
+    there during the run). The failure's own line names it; "run the same command again"
+    would fail the same way, so no resume advice is added."""
+    from trainer.run_dir_links import check_run_dir_entries
+    from trainer.run_files import RunDirEntryError
+
+    try:
+        check_run_dir_entries(run_dir)
+    except RunDirEntryError:
+        return True
+    return False

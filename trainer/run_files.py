@@ -10,8 +10,9 @@ is one line naming the file.
 Nothing is written through a symlink: a run dir copied from elsewhere, or made by hand, may
 hold `config.yaml -> ../notes.txt` or `metrics.jsonl -> ~/.bashrc`, and resuming into it
 replaced the notes with a config and appended records to the other file. A link where the
-run writes is refused (`refuse_link`), one line naming it; `trainer.run_dir_links` checks
-every such name before a run starts.
+run writes is refused (`refuse_link`), one line naming it, and so is anything else there the
+run cannot write (`refuse_foreign`: a FIFO or directory where it writes a file);
+`trainer.run_dir_links` checks every such name before a run starts.
 
 The temp file is `mfsdp_ckpt.storage.temp_files.new_temp`'s: new, under a random name, never
 opened through whatever is already at that name.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -35,9 +37,34 @@ class RunFileError(MfsdpFailedError, OSError):
     its name is left as it was."""
 
 
-class RunDirLinkError(MfsdpUsageError, ValueError):
-    """A symlink where the run writes in its run dir (exit 2): the user put it there, and
-    writing through it would change the file it leads to."""
+class RunDirEntryError(MfsdpUsageError, ValueError):
+    """Something the run cannot write where it writes in its run dir (exit 2): the user put
+    it there, and no rerun changes that."""
+
+
+class RunDirLinkError(RunDirEntryError):
+    """A symlink where the run writes in its run dir (exit 2): writing through it would
+    change the file it leads to."""
+
+
+def refuse_foreign(path: Path, directory: bool) -> None:
+    """RunDirEntryError naming `path` when it is anything but what the run writes there: a
+    symlink (`refuse_link`), or no directory (`directory`) or no regular file (otherwise),
+    such as a FIFO, a socket or a device; nothing there is what the run makes itself.
+    Found only once the run wrote there, a directory or FIFO at metrics.jsonl failed the
+    run after torch loaded and a step trained, and again on every rerun."""
+    refuse_link(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    wanted = stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)
+    if not wanted:
+        raise RunDirEntryError(
+            f"{path}: {safe_files.kind_name(mode)}, not a"
+            f" {'directory' if directory else 'regular file'}; the run writes this name"
+            " itself: move it away, or choose another trainer.run_dir"
+        )
 
 
 def refuse_link(path: Path) -> None:

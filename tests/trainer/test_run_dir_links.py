@@ -10,7 +10,7 @@ import pytest
 
 from trainer.config import SFTConfig, load_config, write_resolved_config
 from trainer.metrics import METRICS_FILE, MetricsLogger, drop_steps_after
-from trainer.run_dir_links import check_run_dir_links
+from trainer.run_dir_links import check_run_dir_entries
 from trainer.run_files import RunDirLinkError
 
 PRECIOUS = "precious\n"
@@ -56,7 +56,7 @@ def _refused(caught: pytest.ExceptionInfo, path) -> None:
 def test_every_name_the_run_writes_is_checked_before_it_starts(tmp_path, name):
     run, _ = _linked(tmp_path, name, directory=not name.endswith((".yaml", ".jsonl")))
     with pytest.raises(RunDirLinkError) as caught:
-        check_run_dir_links(run)
+        check_run_dir_entries(run)
     _refused(caught, run / name)
     assert (run / name).is_symlink()
 
@@ -66,8 +66,8 @@ def test_links_the_run_does_not_write_through_are_left_alone(tmp_path):
     never written into; a link of the user's own under another name is none of the run's."""
     run, _ = _linked(tmp_path, "global_step_2", directory=True)
     (run / "data").symlink_to(tmp_path)
-    check_run_dir_links(run)
-    check_run_dir_links(tmp_path / "missing")
+    check_run_dir_entries(run)
+    check_run_dir_entries(tmp_path / "missing")
 
 
 def test_the_launching_process_refuses_a_link_before_anything_starts(tmp_path, monkeypatch):
