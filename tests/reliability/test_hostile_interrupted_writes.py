@@ -52,17 +52,21 @@ def _fail_second_table_write(monkeypatch, failure: BaseException) -> None:
     filling up (ENOSPC) or Ctrl-C landing mid-write."""
     import pyarrow.parquet as pq
 
-    real = pq.write_table
-    calls = []
+    tables = []
 
-    def write_then_fail(table, where, *args, **kwargs):
-        calls.append(where)
-        if len(calls) == 2:
-            where.write(b"PAR1" + b"\0" * 64)  # a cut-short file (`where`: its handle)
-            raise failure
-        return real(table, where, *args, **kwargs)
+    class FailingSecond(pq.ParquetWriter):
+        def __init__(self, where, *args, **kwargs):
+            super().__init__(where, *args, **kwargs)
+            self.handle = where
+            tables.append(where)
 
-    monkeypatch.setattr(pq, "write_table", write_then_fail)
+        def write_table(self, table, *args, **kwargs):
+            if len(tables) == 2 and self.handle is tables[1]:
+                self.handle.write(b"PAR1" + b"\0" * 64)  # a cut-short file
+                raise failure
+            return super().write_table(table, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "ParquetWriter", FailingSecond)
 
 
 DATA_COMMANDS = {

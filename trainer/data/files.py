@@ -7,12 +7,13 @@ import bisect
 import collections
 import contextlib
 import errno
+import itertools
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ class RowOrigins:
         read through the caller's columns only (`read_rows_with_origins`), and an error
         about a column a row lacks names what the row holds instead and what reads such a
         table (`table_kinds`). Read alone: its line, its parquet row group, or its .json;
-        a JSON row's unread keys are not checked (`_read_jsonl`'s `checked`), as they were
+        a JSON row's unread keys are not checked (`_jsonl_rows`'s `checked`), as they were
         not when it was read. A parquet row group refused read whole (an unread column past
         the budget: a compression bomb) gives the row as `read` with every other column of
         the file's schema, read without decoding a row, as None: the error named no
@@ -143,10 +144,10 @@ class RowOrigins:
         parquet = lines is None and path.suffix.lower() == ".parquet"
         try:
             if lines is not None:
-                return _read_jsonl(path, None, only_line=lines[local], checked=read)[0][0]
+                return next(_jsonl_rows(path, None, only_line=lines[local], checked=read))[0]
             if parquet:
-                return _read_parquet(path, None, only_row=local)[0]
-            return _read_json(path, None, checked=read)[0][local]
+                return _read_parquet(path, only_row=local)
+            return next(itertools.islice(_json_rows(path, None, checked=read), local, None))[0]
         except DataFileError:
             return {name: read.get(name) for name in _parquet_columns(path)} if parquet else read
 
@@ -164,16 +165,34 @@ def read_rows_with_origins(
     rows: list[dict[str, Any]] = []
     files, starts, lines = [], [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
-        found, found_lines = _read_one(Path(path), read)
-        if not found:
-            raise EmptyTableError(
-                f"{path}: holds no rows (an empty or cut-short file, or only blank lines?)"
-            )
         files.append(str(path))
         starts.append(len(rows))
-        lines.append(found_lines)
-        rows += found
+        found_lines: list[int] = []
+        for row, line in iter_file_rows(path, read):
+            rows.append(row)
+            if line is not None:
+                found_lines.append(line)
+        lines.append(tuple(found_lines) if found_lines else None)
     return rows, RowOrigins(tuple(files), tuple(starts), tuple(lines))
+
+
+def iter_file_rows(
+    path: str | os.PathLike, read: Collection[str] | None = None
+) -> Iterator[tuple[dict[str, Any], int | None]]:
+    """The rows of one data file as `read_rows_with_origins` reads them, one at a time, each
+    with the 1-based line it was read from (None: not read by line, `row_in_table` names
+    it), so a caller that writes each row out holds a batch of them, never the file's
+    rows: converting a million-row file held them all, each made Python objects several
+    times over. A file holding no rows is refused once read (EmptyTableError); running out
+    of memory reading it is DataMemoryError naming it."""
+    found = False
+    for row, line in _rows_of_one(Path(path), read):
+        found = True
+        yield row, line
+    if not found:
+        raise EmptyTableError(
+            f"{path}: holds no rows (an empty or cut-short file, or only blank lines?)"
+        )
 
 
 def check_data_file(path: str | os.PathLike) -> None:
@@ -197,20 +216,23 @@ def check_data_file(path: str | os.PathLike) -> None:
         )
 
 
-# A file's rows, and the 1-based line of each where they were read one per line.
-Rows = tuple[list[dict[str, Any]], tuple[int, ...] | None]
+# Rows one at a time, each with its line (None: the file is not read by line).
+RowsAndLines = Iterator[tuple[dict[str, Any], int | None]]
 
 
-def _read_one(path: Path, read: Collection[str] | None = None) -> Rows:
+def _rows_of_one(path: Path, read: Collection[str] | None = None) -> RowsAndLines:
     """The file's rows; running out of memory reading them is DataMemoryError naming it."""
     check_data_file(path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
-            return _read_parquet(path, read), None
-        if suffix == ".jsonl":
-            return _read_jsonl(path, read)
-        return _read_json(path, read)
+            for batch in _parquet_batches(path, read):
+                yield from ((row, None) for row in batch)
+        elif suffix == ".jsonl":
+            yield from _jsonl_rows(path, read)
+        else:
+            yield from _json_rows(path, read)
+        return
     except Exception as err:
         if memory_failure(err) is None:
             raise
@@ -270,14 +292,19 @@ def _run_log(directory: Path, name: str) -> bool:
     )
 
 
-def _read_parquet(
+def _read_parquet(path: Path, only_row: int) -> dict[str, Any]:
+    """Row `only_row` (0-based) of a parquet file, every column, one row group read."""
+    return next(_parquet_batches(path, None, only_row))[0]
+
+
+def _parquet_batches(
     path: Path, read: Collection[str] | None = None, only_row: int | None = None
-) -> list[dict[str, Any]]:
-    """The rows of a parquet file (their columns in `read`, None: all), read through a
-    descriptor opened here: pyarrow given a path parses it as a URI, which fails on a name
-    that is not UTF-8 and reads a name with a scheme (`s3:...`) somewhere else. A file of 0
-    bytes holds no rows, as an empty .jsonl does (no parquet writer makes one: a file
-    created and never written). `only_row`: that row alone (0-based), one row group read."""
+) -> Iterator[list[dict[str, Any]]]:
+    """The rows of a parquet file (their columns in `read`, None: all), batch by batch, read
+    through a descriptor opened here: pyarrow given a path parses it as a URI, which fails on
+    a name that is not UTF-8 and reads a name with a scheme (`s3:...`) somewhere else. A
+    file of 0 bytes holds no rows, as an empty .jsonl does (no parquet writer makes one: a
+    file created and never written). `only_row`: that row alone (0-based), one row group read."""
     try:
         handle = os.fdopen(safe_files.open_regular(path), "rb")
     except CheckpointFileError as err:
@@ -285,10 +312,10 @@ def _read_parquet(
     with handle:
         size = os.fstat(handle.fileno()).st_size
         if size == 0:
-            return []
+            return
         budget = max(DECODED_FLOOR, DECODED_PER_FILE_BYTE * size)
         try:
-            return _bounded_rows(path, handle, budget, read, only_row)
+            yield from _bounded_rows(path, handle, budget, read, only_row)
         except DataFileError:
             raise
         except Exception as err:  # pyarrow raises several types for a broken file
@@ -302,13 +329,14 @@ def _bounded_rows(
     budget: int,
     read: Collection[str] | None,
     only_row: int | None = None,
-) -> list[dict[str, Any]]:
-    """The file's rows, made of its columns in `read` (None: all), refused once decoding
-    them would pass `budget` bytes, or one row MAX_ROW_BYTES. Only those columns are decoded
-    and measured (`columns=`: pyarrow reads no page of another), so a column the run never
-    reads costs neither memory nor budget. Every text column (nested ones too) is measured
-    read as a dictionary, so a value repeated a million times is held once until it is known
-    to fit. `only_row`: that row alone, from its row group alone.
+) -> Iterator[list[dict[str, Any]]]:
+    """The file's rows batch by batch, made of its columns in `read` (None: all), refused
+    once decoding them would pass `budget` bytes, or one row MAX_ROW_BYTES. Only those
+    columns are decoded and measured (`columns=`: pyarrow reads no page of another), so a
+    column the run never reads costs neither memory nor budget. Every text column (nested
+    ones too) is measured read as a dictionary, so a value repeated a million times is held
+    once until it is known to fit. `only_row`: that row alone (one batch of one row), from
+    its row group alone.
 
     Read one row group at a time: pyarrow cannot return a nested dictionary column for a
     batch crossing row groups (each group has its own dictionary), and a file written by
@@ -346,20 +374,26 @@ def _bounded_rows(
     handle.seek(0)
     dictionaries = pq.ParquetFile(handle, read_dictionary=texts)
     plain = pq.ParquetFile(handle)
-    rows: list[dict[str, Any]] = []
+    done, picked = 0, []  # rows of `groups` made so far; those of `only_row`'s group
     for group in groups:
         if footer.row_group(group).num_rows <= _BATCH_ROWS:
-            for batch in dictionaries.iter_batches(_BATCH_ROWS, row_groups=[group], columns=chosen):
-                measure.batch(batch, first_row=start + len(rows))
-                rows += _rows_of(path, batch)
-            continue
-        measure.table(
-            dictionaries.read_row_group(group, columns=chosen), first_row=start + len(rows)
-        )
-        pa.default_memory_pool().release_unused()  # the dictionaries' memory, for the rows
-        for batch in plain.iter_batches(_BATCH_ROWS, row_groups=[group], columns=chosen):
-            rows += _rows_of(path, batch)
-    return rows if only_row is None else [rows[only_row - start]]
+            batches = dictionaries.iter_batches(_BATCH_ROWS, row_groups=[group], columns=chosen)
+            per_batch = True
+        else:
+            measure.table(dictionaries.read_row_group(group, columns=chosen), start + done)
+            pa.default_memory_pool().release_unused()  # the dictionaries' memory, for the rows
+            batches = plain.iter_batches(_BATCH_ROWS, row_groups=[group], columns=chosen)
+            per_batch = False
+        for batch in batches:
+            if per_batch:  # a small group: measured as it is read
+                measure.batch(batch, first_row=start + done)
+            done += batch.num_rows
+            if only_row is None:
+                yield _rows_of(path, batch)
+            else:
+                picked += _rows_of(path, batch)
+    if only_row is not None:
+        yield [picked[only_row - start]]
 
 
 def _leaves_of(footer: Any, names: list[str]) -> list[int]:
@@ -562,9 +596,9 @@ def _decoded_bytes(array: Any) -> int:
     return int(array.nbytes)
 
 
-def _read_json(
+def _json_rows(
     path: Path, read: Collection[str] | None, checked: Collection[str] | None = None
-) -> Rows:
+) -> RowsAndLines:
     """A `.json` file: one document, an array of objects (what pandas' `to_json(orient=
     "records")` and `json.dump(rows)` write) or a single object (one MATH problem file, often
     pretty-printed); else one object per line, as a `.jsonl` (datasets' `to_json` writes
@@ -581,16 +615,19 @@ def _read_json(
                 f"{path}: a JSON array of more than {MAX_JSONL_LINE_BYTES} bytes; write its"
                 " rows one object per line (.jsonl)"
             )
-        return _read_jsonl(path, read, checked=checked)
+        yield from _jsonl_rows(path, read, checked=checked)
+        return
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return _read_jsonl(path, read, checked=checked)  # names the line holding the bad bytes
+        yield from _jsonl_rows(path, read, checked=checked)  # names the line holding the bad bytes
+        return
     crowded = too_many_containers(text, MAX_ROW_CONTAINERS, "one .json document")
     if crowded is not None:
         if text.lstrip().startswith("["):
             raise DataFileError(f"{path}: {crowded}; write its rows one object per line (.jsonl)")
-        return _read_jsonl(path, read, checked=checked)  # one object per line, each bounded alike
+        yield from _jsonl_rows(path, read, checked=checked)  # one object per line, bounded alike
+        return
     try:
         document = loads_unique(text)
     except DuplicateKeyError as err:
@@ -598,7 +635,8 @@ def _read_json(
     except json.JSONDecodeError as err:
         if text.lstrip().startswith("["):  # an array cut short or broken: not lines
             raise DataFileError(f"{path}: not valid JSON ({json_error_words(err, text)})") from err
-        return _read_jsonl(path, read, checked=checked)
+        yield from _jsonl_rows(path, read, checked=checked)
+        return
     except NestingError:  # before ValueError, which it is: no integer line to name
         raise DataFileError(f"{path}: JSON nested too deeply") from None
     except ValueError as err:  # an integer past Python's digit limit, which json cannot place
@@ -613,10 +651,11 @@ def _read_json(
                 f"{row_in_table(path, index)}: not a JSON object ({type(row).__name__});"
                 " expected an array of objects, one object, or one per line"
             )
-        rows[index] = row = _kept(row, read)
+        rows[index] = None  # the caller's copy, kept or written out, is the only one
+        row = _kept(row, read)
         if escaped:
             _refuse_lone_surrogate(_kept(row, checked), row_in_table(path, index))
-    return rows, None
+        yield row, None
 
 
 def _kept(row: dict[str, Any], read: Collection[str] | None) -> dict[str, Any]:
@@ -644,12 +683,12 @@ def _refuse_lone_surrogate(row: dict[str, Any], where: str) -> None:
         )
 
 
-def _read_jsonl(
+def _jsonl_rows(
     path: Path,
     read: Collection[str] | None,
     only_line: int | None = None,
     checked: Collection[str] | None = None,
-) -> Rows:
+) -> RowsAndLines:
     """One JSON object per line, each keeping its keys in `read` (None: all), and the line
     of each; lines are decoded one by one so bad bytes name their line. `only_line`: the
     row of that line (1-based) alone, the others not parsed. `checked`: the keys searched
@@ -658,7 +697,6 @@ def _read_jsonl(
     A key given twice in an object is refused (Python's json keeps the last silently). A
     UTF-8 byte order mark opening the file (Windows editors and PowerShell write one) is no
     content and is skipped, as `utf-8-sig` would; Python's json refuses it."""
-    rows, lines = [], []
     with open(path, "rb") as handle:
         for number, raw in enumerate(iter(_line_reader(handle), b""), 1):
             if len(raw) > MAX_JSONL_LINE_BYTES:
@@ -696,9 +734,7 @@ def _read_jsonl(
             row = _kept(row, read)
             if _SURROGATE_ESCAPE.search(line):
                 _refuse_lone_surrogate(_kept(row, checked), f"{path}:{number}")
-            rows.append(row)
-            lines.append(number)
-    return rows, tuple(lines)
+            yield row, number
 
 
 def _line_reader(handle: Any) -> Any:
@@ -706,47 +742,124 @@ def _line_reader(handle: Any) -> Any:
     return lambda: handle.readline(MAX_JSONL_LINE_BYTES + 1)
 
 
-def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = True) -> None:
-    """Write every table, or none: each goes to a hidden temp file beside its path first
-    and all are renamed into place only once every one is written. A full disk or Ctrl-C
-    halfway must not leave `sft/train.parquet` new and `rl/train.parquet` missing or cut
-    short, a set that a trainer reads as complete. The temp files are made new under random
-    names (`temp_files.new_temp`): a symlink placed at the name of one, when it was made of
-    the pid, had the table written into the file it led to and was then published as the
-    table. Temps that a killed run left behind (their writer is gone) are removed here;
-    readers skip hidden files meanwhile.
+# Rows written as one row group of a table, at most: a table written a batch at a time
+# holds one batch of rows in memory, never the whole table.
+BATCH_ROWS = 8192
+
+
+def write_tables(tables: dict[Path, Iterable[dict[str, Any]]], *, replace: bool = True) -> None:
+    """Write every table, or none (`staged_tables`). A list of rows is written as one row
+    group, its columns' types found from all its rows; any other iterable (a generator) a
+    batch of BATCH_ROWS at a time, never held whole, its types found from its first batch:
+    a million synthetic problems took 2 GB made lists."""
+    with staged_tables(replace=replace) as staged:
+        for path, rows in tables.items():
+            if isinstance(rows, list):
+                staged.write(path, rows)
+                continue
+            schema, left = None, iter(rows)
+            while batch := list(itertools.islice(left, BATCH_ROWS)):
+                staged.write(path, batch, schema)
+                schema = staged.schema(path)
+            if schema is None:  # no rows: an empty table, as of an empty list
+                staged.write(path, [])
+
+
+@contextlib.contextmanager
+def staged_tables(*, replace: bool = True) -> Iterator[StagedTables]:
+    """Tables written batch by batch in the `with` block (`StagedTables.write`), then all
+    published, or none: each goes to a hidden temp file beside its path first and all are
+    renamed into place only once every one is written and the block ended without error.
+    A full disk, a bad input row or Ctrl-C halfway must not leave `sft/train.parquet` new
+    and `rl/train.parquet` missing or cut short, a set that a trainer reads as complete.
+    The temp files are made new under random names (`temp_files.new_temp`): a symlink
+    placed at the name of one, when it was made of the pid, had the table written into the
+    file it led to and was then published as the table. Temps that a killed run left
+    behind (their writer is gone) are removed here; readers skip hidden files meanwhile.
 
     `replace=False`: a file found at a path is never replaced, not even one that appeared
     after `refuse_replacing` looked (each table is published by a hard link, which fails
     when the name is taken); the tables published before it are removed again."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    staged: dict[Path, Path] = {}
+    staged = StagedTables()
     published: list[Path] = []
     try:
-        for path, rows in tables.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _remove_dead_temps(path)
-            try:  # through a handle: pyarrow parses a path as a URI (see _read_parquet)
-                staged[path], fd = new_temp(path)
-                with os.fdopen(fd, "wb") as handle:
-                    pq.write_table(pa.Table.from_pylist(rows), handle)
-            except OSError as err:
-                reason = os.strerror(err.errno) if err.errno else str(err)
-                raise DataWriteError(
-                    f"{path}: not written ({reason}); none of this run's files were kept"
-                ) from None
-        _publish_all(staged, replace, published)
+        yield staged
+        staged.finish()
+        _publish_all(staged.temps, replace, published)
     except BaseException:
         for path in published:  # new names of this run's only: nothing that was there before
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         raise
     finally:
-        for temp in staged.values():
+        staged.close()
+        for temp in staged.temps.values():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
+
+
+class StagedTables:
+    """The temp files of the tables `staged_tables` writes, each open to a parquet writer
+    that takes its rows a batch (one row group) at a time: a table is never held whole, as
+    a million-row conversion held it, several times over in Python objects."""
+
+    def __init__(self) -> None:
+        self.temps: dict[Path, Path] = {}  # each table's temp file, in the order begun
+        self._writers: dict[Path, tuple[Any, Any]] = {}  # (parquet writer, its file)
+
+    def write(self, path: Path, rows: Iterable[dict[str, Any]], schema: Any = None) -> None:
+        """Add `rows` to the table at `path` as one row group; its first rows make its temp
+        file. `schema`: the table's columns (a pyarrow schema), the same for every batch;
+        None: those of these rows, as `pyarrow.Table.from_pylist` finds them."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist(list(rows), schema=schema)
+        opened = self._writers.get(path)
+        if opened is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _remove_dead_temps(path)
+        try:  # through a handle: pyarrow parses a path as a URI (see _parquet_batches)
+            if opened is None:
+                self.temps[path], fd = new_temp(path)
+                handle = os.fdopen(fd, "wb")
+                try:
+                    writer = pq.ParquetWriter(handle, table.schema)
+                except BaseException:
+                    handle.close()
+                    raise
+                opened = self._writers[path] = (writer, handle)
+            opened[0].write_table(table)
+        except OSError as err:
+            raise _not_written(path, err) from None
+
+    def schema(self, path: Path) -> Any:
+        """The columns of the table at `path`, as its first rows set them."""
+        return self._writers[path][0].schema
+
+    def finish(self) -> None:
+        """Close every table's writer and file: a failure to finish one (a full disk) is
+        DataWriteError naming it."""
+        while self._writers:
+            path, (writer, handle) = next(iter(self._writers.items()))
+            del self._writers[path]
+            try:
+                with handle:
+                    writer.close()
+            except OSError as err:
+                raise _not_written(path, err) from None
+
+    def close(self) -> None:
+        """Close what is still open, after a failure: its temp file is removed."""
+        for writer, handle in self._writers.values():
+            with contextlib.suppress(Exception), handle:
+                writer.close()
+        self._writers.clear()
+
+
+def _not_written(path: Path, err: OSError) -> DataWriteError:
+    reason = os.strerror(err.errno) if err.errno else str(err)
+    return DataWriteError(f"{path}: not written ({reason}); none of this run's files were kept")
 
 
 def _publish_all(staged: dict[Path, Path], replace: bool, published: list[Path]) -> None:

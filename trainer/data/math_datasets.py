@@ -17,12 +17,15 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
 from trainer.data.files import (
+    BATCH_ROWS,
     DATA_SUFFIXES,
     DataFileError,
+    StagedTables,
     check_data_file,
-    read_rows_with_origins,
+    iter_file_rows,
     refuse_replacing,
-    write_tables,
+    row_in_table,
+    staged_tables,
 )
 from trainer.data.ground_truths import gsm8k_ground_truth, math_ground_truth
 from trainer.data.table_kinds import table_kind_hint
@@ -38,42 +41,61 @@ def _row_index(index: int) -> str:
     return f"row {index + 1}"
 
 
+# SFT and RL rows of one input row (its split, its index in the split), or ValueError
+# saying what is wrong with it, which the caller prefixes with where the row is.
+RowConverter = Callable[[dict[str, Any], str, int], tuple[dict, dict]]
+
+
+def _gsm8k_pair(row: dict[str, Any], split: str, index: int) -> tuple[dict, dict]:
+    question, answer = _require(row, "gsm8k", "question", "answer")
+    prompt = f"{question} {GSM8K_SUFFIX}"
+    truth = gsm8k_ground_truth(answer)
+    return (
+        _sft_row(prompt, answer, split, index),
+        _rl_row(GSM8K_SOURCE, prompt, truth, split, index, question, answer),
+    )
+
+
+def _math_pair(row: dict[str, Any], split: str, index: int) -> tuple[dict, dict]:
+    problem, solution = _require(row, "math", "problem", "solution")
+    truth = math_ground_truth(solution)
+    prompt = f"{problem} {MATH_SUFFIX}"
+    return (
+        _sft_row(prompt, solution, split, index),
+        _rl_row(MATH_SOURCE, prompt, truth, split, index, problem, solution),
+    )
+
+
+CONVERTERS: dict[str, RowConverter] = {"gsm8k": _gsm8k_pair, "math": _math_pair}
+
+
 def gsm8k_rows(
     rows: list[dict[str, Any]], split: str, where: Callable[[int], str] = _row_index
 ) -> tuple[list[dict], list[dict]]:
     """SFT and RL rows of GSM8K's `rows`; an error names a row as `where(index)` does (its
     file and line: `RowOrigins`)."""
-    sft, rl = [], []
-    for index, row in enumerate(rows):
-        question, answer = _require(row, where(index), "gsm8k", "question", "answer")
-        prompt = f"{question} {GSM8K_SUFFIX}"
-        try:
-            truth = gsm8k_ground_truth(answer)
-        except ValueError as err:
-            raise DataFileError(f"{where(index)}: {err}") from None
-        sft.append(_sft_row(prompt, answer, split, index))
-        rl.append(_rl_row(GSM8K_SOURCE, prompt, truth, split, index, question, answer))
-    return sft, rl
+    return _rows_of(_gsm8k_pair, rows, split, where)
 
 
 def math_rows(
     rows: list[dict[str, Any]], split: str, where: Callable[[int], str] = _row_index
 ) -> tuple[list[dict], list[dict]]:
     """SFT and RL rows of MATH's `rows`; an error names a row as `where(index)` does."""
+    return _rows_of(_math_pair, rows, split, where)
+
+
+def _rows_of(
+    convert: RowConverter, rows: list[dict[str, Any]], split: str, where: Callable[[int], str]
+) -> tuple[list[dict], list[dict]]:
     sft, rl = [], []
     for index, row in enumerate(rows):
-        problem, solution = _require(row, where(index), "math", "problem", "solution")
         try:
-            truth = math_ground_truth(solution)
+            pair = convert(row, split, index)
         except ValueError as err:
             raise DataFileError(f"{where(index)}: {err}") from None
-        prompt = f"{problem} {MATH_SUFFIX}"
-        sft.append(_sft_row(prompt, solution, split, index))
-        rl.append(_rl_row(MATH_SOURCE, prompt, truth, split, index, problem, solution))
+        sft.append(pair[0])
+        rl.append(pair[1])
     return sft, rl
-
-
-CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 
 
 # The shard suffix of the files the Hugging Face Hub serves a dataset in
@@ -190,26 +212,70 @@ def convert_files(
     }
     _refuse_writing_over_inputs(inputs, written.values())
     refuse_replacing(list(written.values()), overwrite)
-    tables: dict[Path, list[dict[str, Any]]] = {}
-    for name, sources in splits.items():
-        sft: list[dict[str, Any]] = []
-        rl: list[dict[str, Any]] = []
-        for source in sources:
-            rows, origins = read_rows_with_origins(source)  # no rows: EmptyTableError
-            converted = CONVERTERS[dataset](rows, name, origins)
-            _shift_indices(converted, len(sft))  # a split's rows count on across its shards
-            sft += converted[0]
-            rl += converted[1]
-        tables[written[f"sft/{name}"]] = sft
-        tables[written[f"rl/{name}"]] = rl
-    write_tables(tables, replace=overwrite)
+    with staged_tables(replace=overwrite) as staged:
+        for name, sources in splits.items():
+            tables = (written[f"sft/{name}"], written[f"rl/{name}"])
+            _convert_split(CONVERTERS[dataset], name, sources, staged, tables)
     return written
 
 
-def _shift_indices(converted: tuple[list[dict], list[dict]], offset: int) -> None:
-    for table in converted:
-        for row in table:
-            row["extra_info"]["index"] += offset
+# Rows are converted, then written as one row group of each table, a batch (BATCH_ROWS) at
+# a time: memory holds one batch, whatever the size of the input (a million-row file took
+# 2.6 KB a row held whole). A batch of long rows ends sooner, at this many characters of
+# the rows' texts.
+BATCH_TEXT_CHARS = 16 << 20
+
+
+def _convert_split(
+    convert: RowConverter,
+    split: str,
+    sources: list[str],
+    staged: StagedTables,
+    tables: tuple[Path, Path],
+) -> None:
+    """Convert `split`'s input files (its shards, in order) into its SFT and RL tables,
+    batch by batch; an error names a row by its file and line, or its place in a file not
+    read by line (`RowOrigins`). A bad row is said once its file is read to the end: an
+    error reading the file (broken JSON further on) is said first, as it was when a file
+    was read whole before its rows were converted. A split's rows count on across its
+    shards."""
+    index = 0
+    batch: list[tuple[dict, dict]] = []
+    chars = 0
+    for source in sources:
+        refused: DataFileError | None = None  # its first bad row, said once the file is read
+        for local, (row, line) in enumerate(iter_file_rows(source)):  # no rows: EmptyTableError
+            if refused is not None:
+                continue
+            try:
+                pair = convert(row, split, index)
+            except ValueError as err:
+                where = row_in_table(source, local) if line is None else f"{source}:{line}"
+                refused = DataFileError(f"{where}: {err}")
+                continue
+            batch.append(pair)
+            index += 1
+            chars += sum(map(len, _texts_of(pair)))
+            if len(batch) >= BATCH_ROWS or chars >= BATCH_TEXT_CHARS:
+                _write_batch(staged, tables, batch)
+                batch, chars = [], 0
+        if refused is not None:
+            raise refused
+    if batch:
+        _write_batch(staged, tables, batch)
+
+
+def _texts_of(pair: tuple[dict, dict]) -> tuple[str, str]:
+    """The input texts a converted row holds (each several times over)."""
+    info = pair[1]["extra_info"]
+    return info["question"], info["answer"]
+
+
+def _write_batch(
+    staged: StagedTables, tables: tuple[Path, Path], batch: list[tuple[dict, dict]]
+) -> None:
+    for path, rows in zip(tables, zip(*batch, strict=True), strict=True):
+        staged.write(path, rows)
 
 
 def _refuse_writing_over_inputs(inputs: list[str], outputs: Iterable[Path]) -> None:
@@ -288,14 +354,14 @@ def _refuse_shared_split(first: str, second: str, name: str, split: str | None) 
     )
 
 
-def _require(row: dict[str, Any], where: str, dataset: str, *columns: str) -> list[str]:
-    """The text of each of `columns` in `dataset`'s row, else DataFileError naming them and,
+def _require(row: dict[str, Any], dataset: str, *columns: str) -> list[str]:
+    """The text of each of `columns` in `dataset`'s row, else ValueError naming them and,
     for a table of another kind (an SFT or RL table already, the other dataset's rows),
     what it is (`table_kind_hint`)."""
     missing = [c for c in columns if not isinstance(row.get(c), str)]
     if missing:
-        raise DataFileError(
-            f"{where}: column(s) {missing} missing or not text (found {sorted(row)})"
+        raise ValueError(
+            f"column(s) {missing} missing or not text (found {sorted(row)})"
             f"{table_kind_hint(row, dataset)}"
         )
     return [row[c] for c in columns]

@@ -9,6 +9,7 @@ tests and by `examples/grpo_tiny_cpu.yaml`:
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -77,8 +78,10 @@ def write_addition_data(
     pairs = addition_problems(seed, digits, max_b)
     held_out = held_out_count(len(pairs))
     train, test = pairs[:-held_out], pairs[-held_out:]
-    sft = [sft_row(a, b) for a, b in pairs]
-    sft += [sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)]
+    sft = itertools.chain(
+        (sft_row(a, b) for a, b in pairs),
+        (sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)),
+    )
     paths = {
         "sft": out / "sft" / "train.parquet",
         "rl_train": out / "rl" / "train.parquet",
@@ -87,8 +90,8 @@ def write_addition_data(
     write_tables(
         {
             paths["sft"]: sft,
-            paths["rl_train"]: [rl_row(a, b, i) for i, (a, b) in enumerate(train)],
-            paths["rl_test"]: [rl_row(a, b, i, "test") for i, (a, b) in enumerate(test)],
+            paths["rl_train"]: (rl_row(a, b, i) for i, (a, b) in enumerate(train)),
+            paths["rl_test"]: (rl_row(a, b, i, "test") for i, (a, b) in enumerate(test)),
         }
     )
     return paths

@@ -51,10 +51,10 @@ def _input(folder: Path, name: str, dataset: str = "gsm8k") -> Path:
 
 
 def _never_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    def read_rows_with_origins(source: object) -> None:
+    def iter_file_rows(source: object) -> None:
         raise AssertionError(f"{source} read before its split name was checked")
 
-    monkeypatch.setattr("trainer.data.math_datasets.read_rows_with_origins", read_rows_with_origins)
+    monkeypatch.setattr("trainer.data.math_datasets.iter_file_rows", iter_file_rows)
 
 
 @pytest.mark.parametrize("dataset", ["gsm8k", "math"])
