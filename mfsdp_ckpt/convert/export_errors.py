@@ -45,6 +45,12 @@ class ExportError(MfsdpFailedError, ValueError):
     """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
 
 
+class StoredDtypeError(ExportError):
+    """A tensor export reads as a weight stored as no floating-point dtype (`weight_dtype`):
+    damage of the checkpoint whatever config it is read with (validate says so at the
+    checkpoint, not as a misfit with the config)."""
+
+
 class NonFiniteError(ExportError):
     """A weight holds NaN or Inf (a diverged run), or a cast overflows the export dtype."""
 

@@ -18,6 +18,7 @@ from mfsdp_ckpt.convert.config_behaviour import sliding_window
 from mfsdp_ckpt.convert.export_errors import (
     ExportError,
     ExportUsageError,
+    StoredDtypeError,
     UnsupportedAdapter,
     foreign_weights,
 )
@@ -56,6 +57,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
 )
 from mfsdp_ckpt.convert.recorded_layout import with_recorded_layout
+from mfsdp_ckpt.convert.weight_dtype import refuse_non_float
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import stat_inside
@@ -63,7 +65,7 @@ from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dt
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.format.run_steps import natural_order
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
-from mfsdp_ckpt.storage.reader import TensorEntry
+from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
 
 if TYPE_CHECKING:
     import torch
@@ -266,8 +268,10 @@ def plan_export(
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
         geometry = recorded_geometry(source, config)
         if chosen_layout == MCORE:
-            lora, paths, stored = _megatron_lora(config, paths, stored, geometry)
+            lora, paths, stored = _megatron_lora(config, paths, stored, geometry, reader)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
+    except StoredDtypeError as err:  # said without where by `split_adapters`
+        raise StoredDtypeError(f"{source.location} {err}") from None
     except StoredShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
     except ShapeError as err:  # the config's numbers: exit 2 when the user gave it
@@ -366,7 +370,9 @@ def plan_adapter(
     paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
     try:
         geometry = recorded_geometry(source, config)
-        lora = _megatron_lora(config, paths, stored, geometry, base_needed=False)[0]
+        lora = _megatron_lora(config, paths, stored, geometry, source.reader, base_needed=False)[0]
+    except StoredDtypeError as err:  # said without where by `split_adapters`
+        raise StoredDtypeError(f"{source.location} {err}") from None
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
@@ -384,13 +390,16 @@ def _megatron_lora(
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],
     geometry: Geometry,
+    reader: CheckpointReader,
     base_needed: bool = True,
 ) -> tuple[MegatronLora | None, dict[str, tuple[int, ...]], dict[str, str]]:
     """(adapter, base paths, base keys): Megatron LoRA tensors taken out of the model's
-    names and checked against the config and, each B's rows, against how `geometry` splits
-    them (`check_b_splits`); a checkpoint holding the adapter alone is refused when
-    `base_needed`, naming what supplies the base."""
-    base_paths, base_keys, adapters = split_adapters(paths, stored)
+    names (`reader`: the checkpoint's, whose dtypes are checked) and checked against the
+    config and, each B's rows, against how `geometry` splits them (`check_b_splits`); a
+    checkpoint holding the adapter alone is refused when `base_needed`, naming what
+    supplies the base."""
+    dtypes = {key: reader.tensors[key].dtype for key in stored.values()}
+    base_paths, base_keys, adapters = split_adapters(paths, stored, dtypes)
     if not adapters:
         return None, paths, stored
     if base_needed and not base_paths:
@@ -503,12 +512,9 @@ def _check_against_config(
         raise unknown_error(f"{source.location} {wrong}")
     required = set(expected.required)
     for target in sorted(required.intersection(produced), key=natural_order):
-        stored = source.reader.tensors[produced[target][1]].dtype
-        if not stored.is_floating_point:
-            raise ExportError(
-                f"{source.location} [{produced[target][1]}]: stored as {stored.name}, but {target}"
-                f" is a floating-point weight of {config.model_type}; refusing to export it"
-            )
+        key = produced[target][1]
+        what = f"{target} is a floating-point weight of {config.model_type}"
+        refuse_non_float(key, source.reader.tensors[key].dtype, what, source.location)
     if expected.tie_word_embeddings:
         required.discard("lm_head.weight")
     missing = sorted(required - set(produced), key=natural_order)

@@ -57,7 +57,7 @@ from mfsdp_ckpt.convert.asset_rewrites import (
     code_map_words,
 )
 from mfsdp_ckpt.convert.conversion_result import ConversionResult
-from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_errors import ExportUsageError, StoredDtypeError
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_prepare import check_out_dir
 from mfsdp_ckpt.convert.export_scheduler import Progress
@@ -97,6 +97,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_mixed_moe_layers,
     refuse_other_computation,
 )
+from mfsdp_ckpt.convert.weight_dtype import refuse_non_float
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from mfsdp_ckpt.format import dir_entries, finding_runs, layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
@@ -409,11 +410,11 @@ def _refuse_non_floating_weights(source: SafetensorsSource, expected) -> None:
     train as integers or be read as other values."""
     for name in sorted(set(expected.required).intersection(source.tensors)):
         entry = source.tensors[name]
-        if not entry.dtype.is_floating_point:
-            raise ImportFailedError(
-                f"{source.root / entry.file} [{name}]: stored as {entry.dtype.name}, but it is"
-                f" a floating-point weight of {expected.model_type}; refusing to import it"
-            )
+        what = f"it is a floating-point weight of {expected.model_type}"
+        try:
+            refuse_non_float(name, entry.dtype, what, source.root / entry.file)
+        except StoredDtypeError as err:
+            raise ImportFailedError(str(err)) from None
 
 
 def _refuse_untied_head(source: SafetensorsSource, config_file: Path) -> None:

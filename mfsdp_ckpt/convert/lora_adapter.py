@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportError
+from mfsdp_ckpt.convert.weight_dtype import MFSDP_LORA, refuse_non_float_adapter
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.lora import AdapterKey, LoraSettings, parse_adapter_key, read_lora_settings
@@ -44,7 +45,8 @@ class StoredAdapter:
 
 
 def read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> StoredAdapter:
-    """Pair up the stored lora_A / lora_B tensors and check them against the recorded rank."""
+    """Pair up the stored lora_A / lora_B tensors and check them against the recorded rank,
+    each floating point (`refuse_non_float_adapter`, as any adapter's)."""
     try:
         settings = read_lora_settings(manifest, str(paths.manifest))
     except ManifestError as err:
@@ -63,6 +65,8 @@ def read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> StoredAda
     for module, pair in sorted(modules.items()):
         if set(pair) != {"A", "B"}:
             raise ExportError(f"{where}: {module} has lora_{''.join(pair)} only, not both A and B")
+        dtypes = {key: reader.tensors[key].dtype for key in pair.values()}
+        refuse_non_float_adapter(pair.values(), dtypes, MFSDP_LORA, where)
         a, b = reader.tensors[pair["A"]].shape, reader.tensors[pair["B"]].shape
         if len(a) != 2 or len(b) != 2 or a[0] != settings.rank or b[1] != settings.rank:
             raise ExportError(

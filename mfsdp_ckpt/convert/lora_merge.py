@@ -36,6 +36,7 @@ from mfsdp_ckpt.convert.hf_config import weights_disagreement
 from mfsdp_ckpt.convert.lora_adapter import StoredAdapter
 from mfsdp_ckpt.convert.lora_base import BaseTensor, CheckpointBase, open_base
 from mfsdp_ckpt.convert.tensor_writes import compare_written, finite_only, write_all
+from mfsdp_ckpt.convert.weight_dtype import refuse_non_float
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.run_steps import natural_order
 from mfsdp_ckpt.lora import BaseModelRecord, ByteProgress
@@ -170,8 +171,8 @@ def _config_tensors(
     drops the others (a base of 2 layers under `model.overrides={num_hidden_layers: 1}`
     trained 1): a merge that wrote them all gave a config.json of 1 layer over tensors of
     2, which vLLM refuses. A base that lacks a weight of the config's model, or holds one
-    of another shape, or an adapter on a weight the model lacks, is refused (ExportError):
-    that is no model the run trained."""
+    of another shape or stored as no float (`refuse_non_float`), or an adapter on a weight
+    the model lacks, is refused (ExportError): that is no model the run trained."""
     expected = expected_weights_of(config)
     shapes = {name: tuple(entry.shape) for name, entry in source.tensors.items()}
     problem = weights_disagreement(source.root, shapes, expected, unknown=False)
@@ -187,6 +188,9 @@ def _config_tensors(
     kept: dict[str, StoredTensor | BaseTensor] = {
         name: entry for name, entry in source.tensors.items() if name not in dropped
     }
+    for name in sorted(set(expected.required).intersection(kept), key=natural_order):
+        what = f"it is a floating-point weight of {config.model_type}"
+        refuse_non_float(name, kept[name].dtype, what, source.root)
     if not dropped:
         return kept, []
     in_order = sorted(dropped, key=natural_order)

@@ -32,7 +32,7 @@ embedding) are refused by name as Megatron's are.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,10 +40,12 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.export_errors import AdapterKindRefused
 from mfsdp_ckpt.convert.fused_tensors import COPY, GATE_UP, QKV, Geometry, Transform
 from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError, ShapeError, StoredShapeError
+from mfsdp_ckpt.convert.weight_dtype import refuse_non_float_adapter
 
 if TYPE_CHECKING:
     import torch
 
+    from mfsdp_ckpt.format.dtypes import DType
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
 _ADAPTER_PATH = re.compile(r"\.adapters?\.")
@@ -226,14 +228,18 @@ def stored_adapter_summary(reader: CheckpointReader) -> str | None:
 
 
 def split_adapters(
-    paths: dict[str, tuple[int, ...]], stored: dict[str, str]
+    paths: dict[str, tuple[int, ...]], stored: dict[str, str], dtypes: Mapping[str, DType]
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:
     """(base paths, base keys, adapter paths -> keys): the adapter tensors (Megatron's or
-    PEFT's) taken out of a checkpoint's module paths. AdapterWeightsError names a variant
-    or module this export cannot reproduce exactly, once the adapter is known to be intact
-    (`_refuse_damage`): a kind refusal reads as a sound adapter of another kind."""
+    PEFT's) taken out of a checkpoint's module paths (`dtypes`: by stored key).
+    AdapterWeightsError names a variant or module this export cannot reproduce exactly,
+    once the adapter is known to be intact (`_refuse_damage`; StoredDtypeError for a tensor
+    of no float, `refuse_non_float_adapter`): a kind refusal reads as a sound adapter of
+    another kind."""
     adapters = {p: k for p, k in stored.items() if _is_adapter(p)}
-    _refuse_damage(adapters, paths)  # damage wins: found whatever kind the adapter is
+    # damage wins: found whatever kind the adapter is
+    refuse_non_float_adapter(adapters.values(), dtypes, adapter_kind(adapters))
+    _refuse_damage(adapters, paths)
     for path in sorted(adapters):
         _check_adapter_name(path, adapters[path])
     base_paths = {p: s for p, s in paths.items() if p not in adapters}
@@ -328,7 +334,7 @@ def _refuse_damage(adapters: dict[str, str], paths: dict[str, tuple[int, ...]]) 
         if mapped.match(path) and not any(pattern.search(path) for pattern, _ in variants)
     }
     which, prefix = (("A", "B"), "lora_") if peft else (("in", "out"), "linear_")
-    ranks: set[int] = set()
+    ranks: dict[int, list[str]] = {}
     for pair in _pairs(plain, bool(peft)).values():
         try:
             a, _ = _pair_shapes(pair, plain, paths, which, prefix)
@@ -336,7 +342,7 @@ def _refuse_damage(adapters: dict[str, str], paths: dict[str, tuple[int, ...]]) 
             raise
         except ValueError as err:
             raise ShapeError(str(err)) from None
-        ranks.add(a[0])
+        ranks.setdefault(a[0], []).append(plain[pair[which[0]]])
     if len(ranks) > 1:
         _single_rank(plain, {}, ranks)  # raises, naming the ranks
 
@@ -397,11 +403,11 @@ def _describe_peft(
     adapters: dict[str, str],
     shapes: dict[str, tuple[int, ...]],
     expected: dict[str, tuple[int, ...]],
-) -> tuple[dict[str, HFLoraTarget], set[int]]:
+) -> tuple[dict[str, HFLoraTarget], dict[int, list[str]]]:
     """PEFT's lora_A / lora_B pairs by the HF weight they adapt, checked against its shape
-    (A: r x in, B: out x r); and their ranks."""
+    (A: r x in, B: out x r); and their ranks (the stored A keys of each)."""
     targets: dict[str, HFLoraTarget] = {}
-    ranks: set[int] = set()
+    ranks: dict[int, list[str]] = {}
     for (module,), pair in sorted(_pairs(adapters, peft=True).items()):
         a, b = _pair_shapes(pair, adapters, shapes, ("A", "B"), "lora_")
         weight = f"{module}.weight"
@@ -412,7 +418,7 @@ def _describe_peft(
                 f"[{adapters[pair['B']]}]: adapter {b[0]} x {a[1]} does not fit the"
                 f" {' x '.join(map(str, expected[weight]))} weight the config gives {module}"
             )
-        ranks.add(a[0])
+        ranks.setdefault(a[0], []).append(adapters[pair["A"]])
         targets[weight] = HFLoraTarget(module, adapters[pair["A"]], adapters[pair["B"]], 0, COPY)
     return targets, ranks
 
@@ -438,13 +444,13 @@ def describe_adapters(
             f"decoder.layers.{both[0]}.{both[1]}: both a LoRA adapter and canonical LoRA"
             " adapters on one module"
         )
-    ranks: set[int] = set()
+    ranks: dict[int, list[str]] = {}
     targets: dict[str, HFLoraTarget] = {}
     for (layer, part, sub), pair in sorted(
         pairs.items(), key=lambda kv: (int(kv[0][0]), kv[0][1:])
     ):
         a, b = _pair_shapes(pair, adapters, shapes, ("in", "out"), "linear_")
-        ranks.add(a[0])
+        ranks.setdefault(a[0], []).append(adapters[pair["in"]])
         modules, transform = _HF_MODULES[part] if not sub else ((_CANONICAL[part, sub],), COPY)
         weights = [f"model.layers.{layer}.{module}.weight" for module in modules]
         missing = [w for w in weights if w not in expected]
@@ -468,14 +474,20 @@ def describe_adapters(
 
 
 def _single_rank(
-    adapters: dict[str, str], targets: dict[str, HFLoraTarget], ranks: set[int]
+    adapters: dict[str, str], targets: dict[str, HFLoraTarget], ranks: dict[int, list[str]]
 ) -> MegatronLora:
-    if len(ranks) != 1:
+    """The adapter, of the one rank its A tensors have (`ranks`: their stored keys by
+    rank). Several ranks are refused naming an A of each, the rarest first: the odd
+    tensor is the one a user must find, and a name of the common rank shows nothing."""
+    if len(ranks) > 1:
+        (odd, odd_keys), *rest = sorted(ranks.items(), key=lambda kv: (len(kv[1]), kv[0]))
+        others = ", ".join(f"rank {r} in {len(k)} (e.g. [{min(k)}])" for r, k in rest)
         raise AdapterWeightsError(
-            f"[{min(adapters.values())}]: adapters of ranks {sorted(ranks)} in one checkpoint;"
-            " export-hf converts a single-rank LoRA only"
+            f"[{min(odd_keys)}]: rank {odd} in {len(odd_keys)} adapter(s), {others}: adapters"
+            f" of ranks {sorted(ranks)} in one checkpoint; export-hf converts a single-rank"
+            " LoRA only"
         )
-    rank = ranks.pop()
+    (rank,) = ranks
     keys = sorted(adapters.values())
     if rank < 1:  # its scale alpha / rank would divide by zero
         raise ValueError(

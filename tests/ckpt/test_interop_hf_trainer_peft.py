@@ -334,10 +334,13 @@ def test_lora_on_fused_expert_parameters_is_named():
     """peft's target_parameters on transformers 5.x's fused experts: was "the config has no
     model.layers.0.mlp.experts.weight"."""
     from mfsdp_ckpt.convert.megatron_lora import AdapterWeightsError, split_adapters
+    from mfsdp_ckpt.format.dtypes import FLOAT32
 
     stored = {f"model.layers.0.mlp.experts.lora_{w}.weight": f"k{w}" for w in "AB"}
     with pytest.raises(AdapterWeightsError, match="LoRA on the fused expert parameters"):
-        split_adapters(dict.fromkeys(stored, (4, 8)), stored)
+        split_adapters(
+            dict.fromkeys(stored, (4, 8)), stored, dict.fromkeys(stored.values(), FLOAT32)
+        )
 
 
 def _validate_verdict(run, *flags) -> tuple[int, str, str]:

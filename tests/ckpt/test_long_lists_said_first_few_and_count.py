@@ -23,6 +23,7 @@ from mfsdp_ckpt.convert.mapping_errors import (
 from mfsdp_ckpt.convert.megatron_lora import split_adapters
 from mfsdp_ckpt.convert.name_maps import detect_layout, refuse_attention_window
 from mfsdp_ckpt.convert.tied_head import Difference, unequal_verdict
+from mfsdp_ckpt.format.dtypes import FLOAT32
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError, state_roots
 from tests.ckpt.test_optimizer_kinds import OPTIMIZERS, _stepped, _validate
 
@@ -78,8 +79,9 @@ def test_peft_extras_are_counted_beside_the_first_one_named():
         f"base_model.model.model.layers.{i}.self_attn.q_proj.base_layer.bias" for i in (0, 1, 2)
     ]
     keys = [f"{lora}A.weight", f"{lora}B.weight", *biases]
+    floats = dict.fromkeys(keys, FLOAT32)
     with pytest.raises(AdapterWeightsError) as caught:
-        split_adapters({key: (2, 2) for key in keys}, {key: key for key in keys})
+        split_adapters({key: (2, 2) for key in keys}, {key: key for key in keys}, floats)
     assert str(caught.value).startswith(f"[{biases[0]}] (+2 more): a PEFT adapter save")
 
 

@@ -1,0 +1,48 @@
+"""The one dtype rule for every tensor an export reads as a weight: floating point.
+
+A base weight, a LoRA adapter's A or B (Megatron's linear_in / linear_out, PEFT's lora_A /
+lora_B, mfsdp's own) stored as bool or int32 is cast to the export dtype without a word and
+written or merged as if it were the weight: the export is another model, its merged weights
+moved far past their own size. No trainer saves one, so such a tensor is damage, refused
+naming it whatever the config or the kind of adapter: by validate (and so by resume) and
+by every export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.export_errors import StoredDtypeError
+
+if TYPE_CHECKING:
+    import os
+
+    from mfsdp_ckpt.format.dtypes import DType
+
+
+def refuse_non_float(
+    key: str, dtype: DType, what: str, where: str | os.PathLike | None = None
+) -> None:
+    """StoredDtypeError `WHERE [key]: stored as DTYPE, but WHAT` when the tensor stored under
+    `key` is not floating point (`what`: which weight it is, said as `X is a floating-point
+    weight of Y`; `where`: the checkpoint or dir, when known)."""
+    if not dtype.is_floating_point:
+        located = f"{where} " if where is not None else ""
+        raise StoredDtypeError(f"{located}[{key}]: stored as {dtype.name}, but {what}")
+
+
+MFSDP_LORA = "mfsdp LoRA"  # the kind of adapter an mfsdp LoRA step stores
+
+
+def refuse_non_float_adapter(
+    keys: Iterable[str],
+    dtypes: Mapping[str, DType],
+    kind: str,
+    where: str | os.PathLike | None = None,
+) -> None:
+    """`refuse_non_float` for each stored key of a LoRA adapter (`kind`: whose, for the
+    message: Megatron's, PEFT's, `MFSDP_LORA`), the first in name order named."""
+    for key in sorted(keys):
+        what = f"it is a floating-point weight of the {kind} adapter"
+        refuse_non_float(key, dtypes[key], what, where)
