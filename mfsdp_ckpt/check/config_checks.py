@@ -158,10 +158,23 @@ def check_lora_against_config(
     """An mfsdp LoRA step holds adapters, not the config's weights: each A and B against the
     weight the config gives the module it adapts (B @ A has its shape), and the config
     against the model the checkpoint records, as the merged export checks both before it
-    writes (a --hf-config of another hidden size passed here and was refused there)."""
+    writes (a --hf-config of another hidden size passed here and was refused there). Each
+    A and B stored as no float is damage whatever the config (`refuse_non_float_adapter`,
+    the rule export reads it by)."""
+    from mfsdp_ckpt.convert.export_errors import StoredDtypeError
     from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
+    from mfsdp_ckpt.convert.weight_dtype import MFSDP_LORA, refuse_non_float_adapter
     from mfsdp_ckpt.lora import parse_adapter_key
 
+    adapter = {  # stored key -> dtype
+        key: reader.tensors[key].dtype
+        for key in roots.weight_keys(reader.tensors)
+        if parse_adapter_key(roots.module_path(key)) is not None
+    }
+    try:
+        refuse_non_float_adapter(adapter, adapter, MFSDP_LORA)
+    except StoredDtypeError as err:
+        report.add(ERROR, paths.dist_ckpt, str(err))
     config_file = config_to_check(paths, hf_config)
     if config_file is None:
         return
@@ -452,6 +465,7 @@ def _check_plan(
         ExportError,
         ExportUsageError,
         ForeignWeightsError,
+        StoredDtypeError,
     )
     from mfsdp_ckpt.convert.export_plan import plan_export
     from mfsdp_ckpt.convert.export_source import source_for
@@ -470,6 +484,8 @@ def _check_plan(
         plan = plan_export(source, config, drop_mtp=True, compare_tied_head=report.deep)
     except ForeignWeightsError as err:  # an adapter export-hf refuses under any config
         _refused_adapter(report, source, err)
+    except StoredDtypeError as err:  # damage whatever the config
+        report.add(ERROR, source.location, without_location(err, source.location))
     except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
             ERROR,
@@ -517,7 +533,7 @@ def _check_adapter(
     """A LoRA adapter saved without its base (Megatron-Bridge's PEFT save, the HF Trainer's
     adapter-only one): each A and B against the shape of the weight the config gives the
     module it adapts, as export checks them before merging."""
-    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, StoredDtypeError
     from mfsdp_ckpt.convert.export_plan import plan_adapter
     from mfsdp_ckpt.convert.hf_config import HFConfigError
 
@@ -525,6 +541,8 @@ def _check_adapter(
         lora = plan_adapter(source, config_of(), drop_mtp=True)[0]
     except ExportUsageError as err:  # a variant, an unmapped module, adapters on MTP only
         _refused_adapter(report, source, err)
+    except StoredDtypeError as err:  # damage whatever the config
+        report.add(ERROR, source.location, without_location(err, source.location))
     except (ExportError, HFConfigError) as err:  # its tensor named, the checkpoint is said
         what = str(err).removeprefix(f"{source.location} ")
         report.add(ERROR, where, f"the adapter does not fit this config: {what}")
@@ -606,7 +624,8 @@ def _record_damage(
     no valid value, values that contradict each other, a bound passed), a value compared
     with a config stated as no finite number (`damaged_values`), more layers recorded than
     stored, sizes the tensors contradict (`kind_refused_shapes`: the supported path's shape
-    check). A record that cannot be read again is damage too."""
+    check over the tensors the kind leaves alone, said at the first such tensor). A record
+    that cannot be read again is damage too."""
     from mfsdp_ckpt.convert.export_source import source_for
     from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint
     from mfsdp_ckpt.convert.megatron_config import (
@@ -618,12 +637,12 @@ def _record_damage(
     from mfsdp_ckpt.convert.record_shapes import kind_refused_shapes
     from mfsdp_ckpt.convert.record_values import damaged_values
 
-    recorded = None
+    recorded, keeps_shapes = None, False
     try:
         recorded = recorded_settings(paths, reader)
         recorded_config(paths, reader)
     except MegatronKindRefused as kind:
-        config = kind.config
+        config, keeps_shapes = kind.config, kind.keeps_shapes
     except MegatronSettingsMissing:  # no sizes to hold to the weights (a hand-made record)
         config = None
     except (MegatronConfigError, CheckpointFormatError, CheckpointFileError) as err:
@@ -637,9 +656,15 @@ def _record_damage(
     beyond = config and layers_beyond_checkpoint(config["num_hidden_layers"], reader.tensors)
     if beyond:
         return where, beyond
-    # the record's sizes held to the tensors, as the supported path's plan holds them
-    wrong = config and kind_refused_shapes(source_for(paths, reader), config, where)
-    return (where, f"the weights do not fit the record's sizes: {wrong}") if wrong else None
+    if not config:
+        return None
+    # the record's sizes held to the tensors the kind leaves alone, as the supported
+    # path's plan holds them; said at the tensor, naming the record
+    wrong = kind_refused_shapes(source_for(paths, reader), config, where, keeps_shapes)
+    if wrong is None:
+        return None
+    tensor, what = wrong
+    return tensor, f"does not fit the sizes {where} records: {what}"
 
 
 def _already_wrong(report: ValidationReport, where: str) -> bool:

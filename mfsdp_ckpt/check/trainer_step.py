@@ -29,6 +29,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.folder_step import folder_named_step
 from mfsdp_ckpt.format.saved_objects import load_plain, load_scalars
 from mfsdp_ckpt.format.state_keys import EXTRA_KEY_PREFIX
 from mfsdp_ckpt.format.trainer_state import (
@@ -56,7 +57,8 @@ def trainer_step_problems(
     """What is wrong with each record of the step a resume continues from: mfsdp's
     `extra.step` (in any layout holding it), Megatron-LM's `iteration`, Megatron-Bridge's
     train_state.pt `step`. `known` names the steps each must equal (its directory's, its
-    manifest's; None where there is none)."""
+    manifest's; None where there is none), as must a bare DCP's `step-N` folder name."""
+    known = {**known, "its folder name": folder_named_step(paths)}
     mfsdp = f"its trainer state ({STEP_KEY})"
     found = [(paths.dist_ckpt, _entry_problem(reader, STEP_KEY, mfsdp, known))]
     ours = paths.kind == layout.MFSDP
@@ -73,6 +75,17 @@ def trainer_step_problems(
             what = iteration.format(f"Megatron-Bridge, without a {train_state.name},")
             found.append((paths.dist_ckpt, _entry_problem(reader, ITERATION_KEY, what, known)))
     return [(where, problem) for where, problem in found if problem is not None]
+
+
+def entry_step(reader: CheckpointReader) -> int | None:
+    """The step a DCP's own entries record (mfsdp's `extra.step`, else Megatron's
+    `iteration`), None where neither holds a step number that can be read (what is wrong
+    with one, `trainer_step_problems` says)."""
+    for key in (STEP_KEY, ITERATION_KEY):
+        value, unread = _entry_value(reader, key, key)
+        if unread is None and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def _state_field_problems(reader: CheckpointReader, in_step_dir: bool) -> list[str]:

@@ -51,7 +51,7 @@ from mfsdp_ckpt.check.storage_checks import (
     check_values,
     files_not_readable,
 )
-from mfsdp_ckpt.check.trainer_step import trainer_step_problems
+from mfsdp_ckpt.check.trainer_step import entry_step, trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, path_refusals, run_steps, state_keys
@@ -158,7 +158,7 @@ def _run_checks(
     except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
         report.add_error(paths.dist_ckpt / layout.DCP_METADATA_FILE, err)
         return report
-    shown = shown_step(paths, reader.objects)
+    shown = shown_step(paths, reader.objects, entry_step(reader))
     report.step, report.step_from = shown.step, shown.source
     _check_metadata_tail(paths, reader, report)
     roots = _state_roots(paths, reader)

@@ -49,11 +49,26 @@ class MegatronKindRefused(MegatronConfigError, RefusedKind):
     (LayerNorm, GELU, learned positions, a sigmoid router): raised once every value the
     derivation reads has passed its checks, so a damaged record is said as damage first.
     `config`: the config.json derived beside the refusal, for the checks that still hold
-    the record to the weights (its layer count); None where none was derived."""
+    the record to the weights (its layer count, its sizes); None where none was derived.
+    `keeps_shapes`: whether every kind the record states keeps the tensors the family's
+    table maps at the shapes `config` gives them (LayerNorm, GELU, a sigmoid router); False
+    where one reshapes them (multi-latent attention, an attention output gate, latent
+    experts) or is not known not to, so only the hidden size is held to the tensors."""
 
-    def __init__(self, message: str, config: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, config: dict[str, Any] | None = None, keeps_shapes: bool = False
+    ):
         super().__init__(message)
-        self.config = config
+        self.config, self.keeps_shapes = config, keeps_shapes
+
+
+class _Refusal(NamedTuple):
+    """A kind of model the record states, found while its other values are still checked:
+    export's line, and whether the kind keeps the tensors' shapes
+    (`MegatronKindRefused.keeps_shapes`)."""
+
+    line: str
+    keeps_shapes: bool
 
 
 # How export-hf and validate take a config of the user's own; the trainer names its key
@@ -184,39 +199,80 @@ _ESSENTIAL = (
 
 class Required(NamedTuple):
     """A recorded setting every family exported here needs at one value: `why` another value
-    cannot be exported. (Rope scaling is no such setting: config.json states it, `_rope_scaling`
-    derives it and `record_values` compares a --hf-config's with the record.)"""
+    cannot be exported; `keeps_shapes`: whether another value leaves the tensors the family's
+    table maps at the shapes the derived config gives them (its own tensors, a bias or a
+    learned position embedding, have no place in the table; linear_fc1's rows are passed
+    over), False where it reshapes them or is not known not to. (Rope scaling is no such
+    setting: config.json states it, `_rope_scaling` derives it and `record_values` compares
+    a --hf-config's with the record.)"""
 
     setting: str
     needed: Any
     why: str
+    keeps_shapes: bool = False
 
 
 _REQUIRED_VALUES: tuple[Required, ...] = (
-    Required("normalization", "RMSNorm", "Llama, Qwen2 and Qwen3 use RMSNorm"),
-    Required("swiglu", True, "their MLP is SwiGLU"),
-    Required("position_embedding_type", "rope", "they use rotary position embeddings"),
-    Required("rotary_percent", 1.0, "their rotary embedding covers the whole head"),
-    Required("rotary_interleaved", False, "their rotary embedding rotates halves, not pairs"),
+    Required("normalization", "RMSNorm", "Llama, Qwen2 and Qwen3 use RMSNorm", keeps_shapes=True),
+    Required("swiglu", True, "their MLP is SwiGLU", keeps_shapes=True),
+    Required(
+        "position_embedding_type", "rope", "they use rotary position embeddings", keeps_shapes=True
+    ),
+    Required(
+        "rotary_percent", 1.0, "their rotary embedding covers the whole head", keeps_shapes=True
+    ),
+    Required(
+        "rotary_interleaved",
+        False,
+        "their rotary embedding rotates halves, not pairs",
+        keeps_shapes=True,
+    ),
     Required("multi_latent_attention", False, "multi-latent attention is another architecture"),
-    Required("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
-    Required("add_bias_linear", False, "their linear layers have no bias"),
+    Required(
+        "apply_layernorm_1p",
+        False,
+        "zero-centred norm weights are another parametrisation",
+        keeps_shapes=True,
+    ),
+    Required("add_bias_linear", False, "their linear layers have no bias", keeps_shapes=True),
     # TE attends positions q-left..q, transformers' sliding_window W positions q-W+1..q, and
     # not alike in every version and kernel: no window is converted, rather than one off by one
-    Required("window_size", None, "windowed attention is not converted to a sliding_window"),
-    Required("softmax_type", "vanilla", "their attention softmax is the plain one"),
-    Required("softmax_scale", None, "their attention scales scores by 1/sqrt(head_dim)"),
-    Required("qk_l2_norm", False, "they do not L2-normalise queries and keys"),
+    Required(
+        "window_size",
+        None,
+        "windowed attention is not converted to a sliding_window",
+        keeps_shapes=True,
+    ),
+    Required(
+        "softmax_type", "vanilla", "their attention softmax is the plain one", keeps_shapes=True
+    ),
+    Required(
+        "softmax_scale",
+        None,
+        "their attention scales scores by 1/sqrt(head_dim)",
+        keeps_shapes=True,
+    ),
+    Required("qk_l2_norm", False, "they do not L2-normalise queries and keys", keeps_shapes=True),
     Required("attention_output_gate", False, "their attention output has no gate"),
-    Required("no_rope_freq", None, "every layer of theirs applies rotary embeddings"),
+    Required(
+        "no_rope_freq", None, "every layer of theirs applies rotary embeddings", keeps_shapes=True
+    ),
     Required(
         "apply_residual_connection_post_layernorm",
         False,
         "their residual connections carry the input before the norm",
+        keeps_shapes=True,
     ),
-    Required("glu_linear_offset", 0.0, "their SwiGLU adds no offset"),
-    Required("activation_func_clamp_value", None, "their activation is not clamped"),
-    Required("use_mup", False, "muP multipliers scale embeddings, attention and logits"),
+    Required("glu_linear_offset", 0.0, "their SwiGLU adds no offset", keeps_shapes=True),
+    Required(
+        "activation_func_clamp_value", None, "their activation is not clamped", keeps_shapes=True
+    ),
+    Required(
+        "use_mup",
+        False,
+        "muP multipliers scale embeddings, attention and logits",
+        keeps_shapes=True,
+    ),
     Required("experimental_attention_variant", None, "their attention is softmax attention"),
     Required("linear_attention_freq", None, "they have no linear-attention layers"),
     Required("enable_mhc_connections", False, "their residual stream is a single one"),
@@ -237,31 +293,69 @@ _LOSS_ONLY_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
 # What a mixture-of-experts model needs on top, for Qwen3-MoE, Qwen2-MoE and Mixtral (a
 # softmax top-k router over SwiGLU experts, outputs weighted after the activation).
 _MOE_REQUIRED_VALUES: tuple[Required, ...] = (
-    Required("moe_router_score_function", "softmax", "their routers score experts by softmax"),
+    Required(
+        "moe_router_score_function",
+        "softmax",
+        "their routers score experts by softmax",
+        keeps_shapes=True,
+    ),
     Required(
         "moe_router_enable_expert_bias",
         False,
         "an expert bias steers top-k selection (aux-loss-free balancing); their routers have none",
-    ),
-    Required("moe_router_num_groups", None, "group-limited routing picks experts another way"),
-    Required("moe_router_group_topk", None, "group-limited routing picks experts another way"),
-    Required(
-        "moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"
+        keeps_shapes=True,
     ),
     Required(
-        "moe_router_topk_scaling_factor", _NoneOrOne(), "their routing weights are not scaled"
+        "moe_router_num_groups",
+        None,
+        "group-limited routing picks experts another way",
+        keeps_shapes=True,
     ),
-    Required("moe_router_force_biased", None, "their routers add no random bias"),
-    Required("moe_expert_capacity_factor", None, "they drop no tokens for expert capacity"),
-    Required("moe_apply_probs_on_input", False, "they weight expert outputs, not inputs"),
+    Required(
+        "moe_router_group_topk",
+        None,
+        "group-limited routing picks experts another way",
+        keeps_shapes=True,
+    ),
+    Required(
+        "moe_router_topk_limited_devices",
+        None,
+        "device-limited routing picks experts another way",
+        keeps_shapes=True,
+    ),
+    Required(
+        "moe_router_topk_scaling_factor",
+        _NoneOrOne(),
+        "their routing weights are not scaled",
+        keeps_shapes=True,
+    ),
+    Required(
+        "moe_router_force_biased", None, "their routers add no random bias", keeps_shapes=True
+    ),
+    Required(
+        "moe_expert_capacity_factor",
+        None,
+        "they drop no tokens for expert capacity",
+        keeps_shapes=True,
+    ),
+    Required(
+        "moe_apply_probs_on_input",
+        False,
+        "they weight expert outputs, not inputs",
+        keeps_shapes=True,
+    ),
     Required("moe_latent_size", None, "their experts have no latent projection"),
     Required(
-        "moe_mlp_glu_interleave_size", None, "their expert fc1 is [gate; up], not interleaved"
+        "moe_mlp_glu_interleave_size",
+        None,
+        "their expert fc1 is [gate; up], not interleaved",
+        keeps_shapes=True,
     ),
     Required(
         "moe_router_load_balancing_type",
         _OneOf(_LOSS_ONLY_BALANCING),
         f"it changes which experts a token reaches (exported: {', '.join(_LOSS_ONLY_BALANCING)})",
+        keeps_shapes=True,
     ),
 )
 # A family that cannot compute a recorded setting the others can: (family, setting, value
@@ -292,7 +386,7 @@ DERIVED_FROM = {
 
 
 def _refuse_uncomputable(
-    values: dict[str, Any], where: _Where, family: str | None, refused: list[str]
+    values: dict[str, Any], where: _Where, family: str | None, refused: list[_Refusal]
 ) -> None:
     """The first setting `uncomputable` finds: added to `refused` (raised once the other
     values are checked) where the record states it as a value of its kind, else a damaged
@@ -302,7 +396,19 @@ def _refuse_uncomputable(
         error = uncomputable_refusal(values, f"{where}: {found[0]}")
         if not isinstance(error, MegatronKindRefused):
             raise error
-        refused.append(str(error))
+        refused.append(_Refusal(str(error), _keeps_shapes(values)))
+
+
+def _keeps_shapes(settings: dict[str, Any]) -> bool:
+    """Whether every setting `uncomputable` finds in `settings` keeps the tensors' shapes
+    (`Required.keeps_shapes`; a family's router rule changes no shape)."""
+    values = {**_DEFAULTS, **settings}
+    rows = _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if _is_moe(values) else ())
+    return all(
+        row.keeps_shapes
+        for row in rows
+        if row.setting in values and not _is(values[row.setting], row.needed)
+    )
 
 
 def uncomputable_refusal(settings: dict[str, Any], message: str) -> MegatronConfigError:
@@ -537,13 +643,14 @@ def hf_config_from_megatron(
             " experts allowed"
         )
     moe = experts is not None and experts > 0
-    refused: list[str] = []  # kinds no family computes: raised once every value is checked
+    refused: list[_Refusal] = []  # kinds no family computes: raised once every value is checked
     rope_scaling = _rope_scaling(values, where, refused)
     _refuse_uncomputable(values, where, None, refused)
     qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
     untied = _bool(values, "untie_embeddings_and_output_weights", where)
     if qkv_bias and qk_norm:
-        refused.append(f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both")
+        line = f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both"
+        refused.append(_Refusal(line, keeps_shapes=True))
     hidden, heads = _int(values, "hidden_size", where), _int(values, "num_attention_heads", where)
     gqa = _bool(values, "group_query_attention", where)
     groups = _int(values, "num_query_groups", where) if gqa else heads
@@ -599,12 +706,13 @@ def hf_config_from_megatron(
     except HFConfigError as err:  # a record's value, not a config the user gave: exit 1
         raise MegatronConfigError(str(err)) from None
     if refused:  # a kind of model, the record otherwise sound: the first one found
-        raise MegatronKindRefused(refused[0], config)
+        keeps = all(found.keeps_shapes for found in refused)
+        raise MegatronKindRefused(refused[0].line, config, keeps_shapes=keeps)
     return DerivedConfig(config, notes, vocab_recorded=values["vocab_size"] is not None)
 
 
 def _rope_scaling(
-    values: dict[str, Any], where: _Where, refused: list[str]
+    values: dict[str, Any], where: _Where, refused: list[_Refusal]
 ) -> dict[str, Any] | None:
     """config.json's rope_scaling for the record's (None: it scales nothing). Megatron-core
     runs two (megatron/core/models/common/embeddings/rotary_pos_embedding.py): Llama 3.1's
@@ -621,10 +729,11 @@ def _rope_scaling(
     linear = not _is(values[key], _NoneOrOne())
     if llama3 and linear:
         _positive_float(values, key, where)  # a factor of no number is damage
-        refused.append(
+        line = (
             f"{where}: Llama 3.1 rope scaling with {where.key(key)}={_name(values[key])}"
             " cannot be exported (no config.json states both, so none computes the model)"
         )
+        refused.append(_Refusal(line, keeps_shapes=True))
         return None
     if linear:
         return {"rope_type": "linear", "factor": _positive_float(values, key, where)}
@@ -644,7 +753,7 @@ _ARCHITECTURES = {
 }
 
 
-def _moe_family(values: dict, where: _Where, refused: list[str]) -> str:
+def _moe_family(values: dict, where: _Where, refused: list[_Refusal]) -> str:
     """The MoE family with this attention and shared expert: Qwen3-MoE normalises q and k,
     Qwen2-MoE has q/k/v biases and a sigmoid-gated shared expert, Mixtral neither; none of
     them has both, or a shared expert without a gate: such a record is added to `refused`
@@ -665,23 +774,25 @@ def _moe_family(values: dict, where: _Where, refused: list[str]) -> str:
         ]
         if wrong:
             key, value = wrong[0]
-            refused.append(
+            line = (
                 f"{where}: {experts} with a shared expert"
                 f" ({where.key('moe_shared_expert_intermediate_size')}) and"
                 f" {where.key(key)}={_name(value)}: Qwen2-MoE, the MoE family with a shared"
                 " expert, has q/k/v biases, no q/k layernorm and a gated shared expert"
             )
+            refused.append(_Refusal(line, keeps_shapes=True))
         return "qwen2_moe"
     if qkv_bias:
-        refused.append(
+        line = (
             f"{where}: {experts} with {where.key('add_qkv_bias')}=True and no shared expert:"
             " Qwen2-MoE, the MoE family with q/k/v biases, has a shared expert"
         )
+        refused.append(_Refusal(line, keeps_shapes=True))
     return "qwen3_moe" if qk_norm else "mixtral"
 
 
 def _moe_config(
-    values: dict, where: _Where, family: str, layers: int, refused: list[str]
+    values: dict, where: _Where, family: str, layers: int, refused: list[_Refusal]
 ) -> dict[str, Any]:
     """The MoE family's config.json keys for the recorded experts and router. Megatron's
     default softmax after top-k (moe_router_pre_softmax false) is softmax over all experts
@@ -724,7 +835,7 @@ def _moe_config(
         )
         if not _a_layer_pattern(freq, layers):  # no pattern Megatron-core reads: damage
             raise MegatronConfigError(line)
-        refused.append(line)
+        refused.append(_Refusal(line, keeps_shapes=True))
     expert_ffn = _int(
         values,
         "moe_ffn_hidden_size" if values["moe_ffn_hidden_size"] is not None else "ffn_hidden_size",

@@ -33,11 +33,11 @@ CONVERTER = "zero_to_fp32.py"
 # deepspeed/checkpoint/utils.py: get_model_ckpt_name_for_rank, get_zero_ckpt_name_for_rank,
 # get_layer_ckpt_name_for_rank
 _STATE_FILE_RE = re.compile(
-    r"^((bf16_)?zero_pp_rank_[0-9]+_)?mp_rank_[0-9]{2}_(model|optim)_states\.pt$"
-    r"|^layer_[0-9]{2}-model_[0-9]{2}-model_states\.pt$"
+    r"^((bf16_)?zero_pp_rank_[0-9]+_)?mp_rank_[0-9]{2}_(model|optim)_states\.pt\Z"
+    r"|^layer_[0-9]{2}-model_[0-9]{2}-model_states\.pt\Z"
 )
 _OPTIM = "_optim_states"
-_DEFAULT_TAG_RE = re.compile(r"^global_step([0-9]{1,18})$")
+_DEFAULT_TAG_RE = re.compile(r"^global_step([0-9]{1,18})\Z")
 
 
 def _state_files(names: list[str]) -> list[str]:

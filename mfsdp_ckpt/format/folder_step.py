@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mfsdp_ckpt.format import layout, torchtitan
+from mfsdp_ckpt.format import hf_trainer, layout, torchtitan
 from mfsdp_ckpt.format.dir_entries import is_file
 from mfsdp_ckpt.format.state_keys import EXTRA_KEY_PREFIX
 
@@ -33,18 +33,35 @@ class ShownStep:
     source: str | None = None
 
 
-def shown_step(paths: layout.CheckpointPaths, entries: Iterable[str]) -> ShownStep:
+def shown_step(
+    paths: layout.CheckpointPaths, entries: Iterable[str], recorded: int | None = None
+) -> ShownStep:
     """The step of the checkpoint at `paths`, whose DCP holds the entries named `entries`:
-    its resolved step, or for a bare DCP dir named `step-N` (torchtitan's folder name) N;
-    said to come from the folder name where no record of the checkpoint's is held to it."""
+    its resolved step, or for a bare DCP the step its entries record (`recorded`, read by
+    the caller: `extra.step`, Megatron's `iteration`), else for one named `step-N`
+    (torchtitan's folder name) N, said to come from the folder name. A bare DCP whose
+    entries hold a step not given in `recorded` shows none: the folder's number is not
+    what its files say (`folder_named_step` holds the two together)."""
     step = paths.step
     if step is None and paths.kind == layout.BARE_DCP:
-        # a bare DCP's records are held to no step (`check.trainer_step`): the name alone
-        named = torchtitan.step_of(paths.dist_ckpt)
-        return ShownStep(named, FROM_FOLDER_NAME) if named >= 0 else ShownStep(None)
+        if recorded is not None:
+            return ShownStep(recorded)
+        if any(name in _STEP_RECORDS for name in entries):
+            return ShownStep(None)
+        named = folder_named_step(paths)
+        return ShownStep(named, FROM_FOLDER_NAME) if named is not None else ShownStep(None)
     if step is None or _records_step(paths, entries):
         return ShownStep(step)
     return ShownStep(step, FROM_FOLDER_NAME)
+
+
+def folder_named_step(paths: layout.CheckpointPaths) -> int | None:
+    """N of a bare DCP dir named `step-N` (torchtitan's folder name), else None: the step a
+    record in its files (`extra.step`) is held to, as a step dir's name is."""
+    if paths.kind != layout.BARE_DCP:
+        return None
+    named = torchtitan.step_of(paths.dist_ckpt)
+    return named if named >= 0 else None
 
 
 def step_words(shown: ShownStep) -> str:
@@ -58,8 +75,11 @@ def _records_step(paths: layout.CheckpointPaths, entries: Iterable[str]) -> bool
     """Whether the checkpoint's own files record its step: mfsdp's manifest, the HF
     Trainer's trainer_state.json, Megatron-Bridge's train_state.pt, or a DCP entry a resume
     continues from (`extra.step`, Megatron's `iteration`)."""
-    if paths.kind == layout.MFSDP or paths.recorded_step is not None:
+    if paths.kind == layout.MFSDP:
         return True
+    if paths.kind == layout.HF_TRAINER and paths.step_dir is not None:
+        # its recorded_step is the checkpoint-N name's where no trainer_state.json is read
+        return hf_trainer.records_its_step(paths.step_dir)
     bridge = paths.step_dir if paths.kind == layout.MEGATRON_BRIDGE else None
     if bridge is not None and is_file(bridge / layout.BRIDGE_TRAIN_STATE_FILE):
         return True

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
@@ -46,9 +47,9 @@ TRAINER_FILES = (TRAINER_STATE_FILE, "entropy_ctrl_state.json")
 # logging_steps=1 writes about 1.5 KB a step): a larger one is not read, the dir's N is used.
 TRAINER_STATE_MAX_BYTES = 16 << 20
 
-CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,18})$")
-MODEL_DCP_RE = re.compile(rf"^{MODEL_DCP_PREFIX}([0-9]{{1,9}})$")
-OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})$")
+CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,18})\Z")
+MODEL_DCP_RE = re.compile(rf"^{MODEL_DCP_PREFIX}([0-9]{{1,9}})\Z")
+OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})\Z")
 # The files of the Trainer's and Accelerate's training state beside the model, torch.save
 # pickles that hold no model weights: the Trainer's training_args.bin, optimizer.pt,
 # scheduler.pt, scaler.pt, rng_state.pth (rng_state_<rank>.pth with several processes),
@@ -56,13 +57,13 @@ OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})$")
 # and these is no Hugging Face model dir, and none of them is weights to convert.
 STATE_BIN_RE = re.compile(
     r"^(training_args|optimizer|scheduler|sampler|scaler|rng_state|pytorch_model_fsdp)"
-    r"(_[0-9]+)?\.(bin|pt|pth)$"
+    r"(_[0-9]+)?\.(bin|pt|pth)\Z"
 )
 # What holds a Trainer checkpoint's model weights: save_pretrained's files, a PEFT adapter
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Accelerate's per-rank torch.save shards: LOCAL_STATE_DICT (FSDP1), or SHARDED_STATE_DICT
 # saved with use_dcp=False.
-RANK_SHARD_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?_rank[0-9]+\.bin$")
+RANK_SHARD_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?_rank[0-9]+\.bin\Z")
 
 
 def without_weights(names: list[str]) -> str | None:
@@ -109,6 +110,17 @@ def model_dir_of_optimizer(optimizer_dcp: Path) -> Path | None:
     if match is None:
         return None
     return optimizer_dcp.parent / f"{MODEL_DCP_PREFIX}{match.group(1)}"
+
+
+def records_its_step(checkpoint: Path) -> bool:
+    """Whether `recorded_step` reads `checkpoint`'s step from its trainer_state.json (one
+    there, within TRAINER_STATE_MAX_BYTES), not from its `checkpoint-N` name alone."""
+    file = checkpoint / TRAINER_STATE_FILE
+    try:
+        found = os.stat(file, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size <= TRAINER_STATE_MAX_BYTES
 
 
 def recorded_step(checkpoint: Path) -> tuple[int | None, str | None]:

@@ -96,9 +96,9 @@ MAX_RUNS_LISTED = 8
 # copy taken for step 6 counted that step twice, and keep_last removed the real one);
 # Megatron's iter_0000006 is zero-padded by design (ITER_DIR_RE)
 _STEP_NUMBER = r"(0|[1-9][0-9]{0,17})"
-_STEP_DIR_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}$")
-TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}{re.escape(TMP_STEP_SUFFIX)}$")
-ITER_DIR_RE = re.compile(rf"^{MEGATRON_ITER_PREFIX}([0-9]{{7,18}})$")
+_STEP_DIR_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}\Z")
+TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}{re.escape(TMP_STEP_SUFFIX)}\Z")
+ITER_DIR_RE = re.compile(rf"^{MEGATRON_ITER_PREFIX}([0-9]{{7,18}})\Z")
 _HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 

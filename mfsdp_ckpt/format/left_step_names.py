@@ -25,7 +25,7 @@ class LeftStepError(CheckpointPathError):
 
 REMOVING_TAG = ".removing-"  # `.global_step_N.removing-<pid>`: a step being deleted
 REMOVING_STEP_RE = re.compile(
-    rf"^\.{re.escape(STEP_DIR_PREFIX)}([0-9]+){re.escape(REMOVING_TAG)}[0-9]+$"
+    rf"^\.{re.escape(STEP_DIR_PREFIX)}([0-9]+){re.escape(REMOVING_TAG)}[0-9]+\Z"
 )
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpError
 
-STEP_DIR_RE = re.compile(r"^step-([0-9]{1,18})$")
+STEP_DIR_RE = re.compile(r"^step-([0-9]{1,18})\Z")
 CONVERT_SCRIPT = "scripts/checkpoint_conversion/convert_to_hf.py"
 # Module names of torchtitan's decoder models (llama3, qwen3, ...) found in no other layout
 _MODEL_KEY_RE = re.compile(

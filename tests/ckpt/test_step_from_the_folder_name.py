@@ -51,10 +51,25 @@ def _verl(root: Path) -> tuple[Path, Path]:
     return actor, actor / "dist_ckpt"
 
 
+def _hf_trainer(root: Path, records: bool) -> tuple[Path, Path]:
+    """The HF Trainer's checkpoint-5 (its model as Accelerate's FSDP DCP), with or without
+    the trainer_state.json that records its global_step."""
+    checkpoint = root / "out" / "checkpoint-5"
+    save_dcp({"model": _weights(HF_WEIGHTS)}, checkpoint / "pytorch_model_fsdp_0")
+    if records:
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 5}))
+    return checkpoint, checkpoint / "pytorch_model_fsdp_0"
+
+
 @pytest.mark.parametrize(
     ("make", "step"),
-    [(_torchtitan_model_only, 20), (lambda root: _megatron(root, False), 100), (_verl, 7)],
-    ids=["torchtitan-model-only", "megatron-without-iteration", "verl"],
+    [
+        (_torchtitan_model_only, 20),
+        (lambda root: _megatron(root, False), 100),
+        (_verl, 7),
+        (lambda root: _hf_trainer(root, False), 5),
+    ],
+    ids=["torchtitan-model-only", "megatron-without-iteration", "verl", "hf-trainer-no-state"],
 )
 def test_a_step_only_the_folder_names_is_shown_from_it(tmp_path, make, step):
     given, inner = make(tmp_path)
@@ -78,3 +93,28 @@ def test_a_step_the_files_record_is_shown_plain(tmp_path):
     assert code == 0 and (shown["step"], shown["step_from"]) == (100, None), out + err
     code, out, err = run_cli("ckpt", "inspect", run)
     assert "\nstep        100\n" in out, out + err
+
+
+def test_a_trainer_state_records_the_step(tmp_path):
+    checkpoint, _ = _hf_trainer(tmp_path, True)
+    code, out, err = run_cli("ckpt", "inspect", checkpoint, "--json")
+    shown = json.loads(out)
+    assert code == 0 and (shown["step"], shown["step_from"]) == (5, None), out + err
+
+
+def test_a_bare_step_shows_the_step_its_files_record(tmp_path):
+    """torchtitan's `step-3/` whose trainer state says 7 was shown "3 (from the folder
+    name)" beside an `extra.step` of 7: the files' step is shown, and the disagreement said."""
+    step_dir = tmp_path / "checkpoint" / "step-3"
+    save_dcp({**_weights(HF_WEIGHTS), "extra": {"step": 7}}, step_dir)
+    code, out, err = run_cli("ckpt", "inspect", step_dir, "--json")
+    shown = json.loads(out)
+    assert code == 0 and (shown["step"], shown["step_from"]) == (7, None), out + err
+    assert any(
+        "(extra.step) says step 7, but its folder name says step 3" in problem
+        for problem in shown["step_problems"]
+    ), shown["step_problems"]
+    code, out, err = run_cli("ckpt", "validate", step_dir, "--json")
+    shown = json.loads(out)
+    assert (shown["step"], shown["step_from"]) == (7, None), out + err
+    assert any("its folder name says step 3" in f["message"] for f in shown["findings"]), out

@@ -5,6 +5,10 @@ wondering about a step-N it skipped was not told."""
 
 from __future__ import annotations
 
+import pytest
+
+from mfsdp_ckpt.format.dir_entries import children
+from mfsdp_ckpt.format.foreign_formats import ForeignFormatError, refuse_torchtitan_folder
 from tests.ckpt.test_interop_torchtitan import _dump
 from tests.support.interop_layouts import one_error_line, run_cli
 
@@ -28,3 +32,29 @@ def test_a_folder_of_one_step_names_it_alone(tmp_path):
     code, _out, err = run_cli("ckpt", "validate", folder)
     line = one_error_line(err)
     assert code == 2 and "complete steps" not in line and "no .metadata" not in line, line
+
+
+class _CountedName(str):
+    """A dir name counting the times it is compared for equality with another: what the
+    listing's cost grows with (comparing each step with a list of the complete ones made
+    100,000 steps take minutes)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_the_listing_grows_with_the_steps_not_their_square(tmp_path):
+    folder = _dump(tmp_path, steps=(10**6,)) / "checkpoint"
+    for step in range(2000):
+        (folder / f"step-{step}").mkdir()
+        (folder / f"step-{step}" / ".metadata").write_bytes(b"")
+    names = [_CountedName(name) for name in children(folder)]
+    _CountedName.compared = 0
+    with pytest.raises(ForeignFormatError, match="; its complete steps: step-1000000, "):
+        refuse_torchtitan_folder(folder, names)
+    assert _CountedName.compared < 10 * len(names), _CountedName.compared

@@ -25,7 +25,13 @@ import torch
 
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import remove_shard, run_cli, truncate_shard
-from tests.support.megatron_checkpoints import mcore_weights, megatron_args, megatron_run
+from tests.support.megatron_checkpoints import (
+    STEP,
+    mcore_weights,
+    megatron_args,
+    megatron_run,
+    save_dcp,
+)
 
 REFUSAL = "normalization='LayerNorm' cannot be exported (Llama, Qwen2 and Qwen3 use RMSNorm)"
 
@@ -173,3 +179,114 @@ def test_an_intact_ungated_mlp_record_stays_unsupported(tmp_path):
     code, verdict, report = _validate(run)
     assert code == 1 and verdict.startswith("UNSUPPORTED: "), verdict
     assert report["verdict"] == "unsupported", report
+
+
+def _reshaped_run(root: Path, family: str, reshape, **settings) -> Path:
+    """A Megatron-LM run, intact, of a kind that reshapes the family's tensors: the tiny
+    model's weights as `reshape` ({key: tensor} -> {key: tensor}) makes them, its record
+    stating `settings`."""
+    model = tiny_causal_lm(family)
+    weights = reshape(mcore_weights(model))
+    state = {
+        "args": megatron_args(model, **settings),
+        "checkpoint_version": 3.0,
+        "iteration": STEP,
+        "model": weights,
+    }
+    run = root / "megatron"
+    save_dcp(state, run / f"iter_{STEP:07d}")
+    (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
+    return run
+
+
+# The tiny model: hidden 128, 4 heads of 32 in 2 groups, 2 layers
+_HIDDEN, _HEADS, _HEAD_DIM = 128, 4, 32
+
+
+def _mla(weights: dict) -> dict:
+    """Multi-latent attention with a value head of 64 (DeepSeek-V3's heads x v_head_dim is
+    not its hidden size): linear_qkv gives way to MLA's projections, linear_proj takes
+    heads x 64 columns."""
+    out = {}
+    for key, tensor in weights.items():
+        if key.endswith("linear_qkv.weight"):
+            layer = key.removesuffix("linear_qkv.weight")
+            out[layer + "linear_q_proj.weight"] = torch.randn(_HEADS * (32 + 16), _HIDDEN)
+            out[layer + "linear_kv_down_proj.weight"] = torch.randn(64 + 16, _HIDDEN)
+            out[layer + "linear_kv_up_proj.weight"] = torch.randn(_HEADS * (32 + 64), 64)
+            out[layer + "linear_kv_up_proj.layer_norm_weight"] = torch.ones(64)
+        elif key.endswith("linear_proj.weight"):
+            out[key] = torch.randn(_HIDDEN, _HEADS * 64)
+        else:
+            out[key] = tensor
+    return out
+
+
+_MLA = {
+    "multi_latent_attention": True,
+    "v_head_dim": 64,
+    "qk_head_dim": 32,
+    "qk_pos_emb_head_dim": 16,
+    "kv_lora_rank": 64,
+    "q_lora_rank": None,
+}
+
+
+def _gated_qkv(weights: dict) -> dict:
+    """Qwen3-Next's attention output gate: linear_qkv holds a gate row per query row."""
+    return {
+        key: torch.randn(t.shape[0] + _HEADS * _HEAD_DIM, t.shape[1])
+        if key.endswith("linear_qkv.weight")
+        else t
+        for key, t in weights.items()
+    }
+
+
+def _latent_experts(weights: dict) -> dict:
+    """Experts working in a latent space of 16 (moe_latent_size)."""
+
+    def latent(key: str, t: torch.Tensor) -> torch.Tensor:
+        if ".experts." in key and "linear_fc1" in key:
+            return torch.randn(t.shape[0], 16)
+        if ".experts." in key and "linear_fc2" in key:
+            return torch.randn(16, t.shape[1])
+        return t
+
+    return {key: latent(key, t) for key, t in weights.items()}
+
+
+# Kinds whose tensors the family's shapes do not describe: was, each intact record read
+# INVALID ("the weights do not fit the record's sizes", at [args]), export-hf refusing
+# only the kind
+RESHAPING_KINDS = {
+    "multi-latent attention": ("llama", _mla, _MLA),
+    "an attention output gate": ("llama", _gated_qkv, {"attention_output_gate": True}),
+    "latent experts": ("qwen3_moe", _latent_experts, {"moe_latent_size": 16}),
+}
+
+
+@pytest.mark.parametrize("case", list(RESHAPING_KINDS))
+def test_an_intact_record_of_a_reshaping_kind_is_unsupported(tmp_path, case):
+    family, reshape, settings = RESHAPING_KINDS[case]
+    code, verdict, report = _validate(_reshaped_run(tmp_path, family, reshape, **settings))
+    assert code == 1 and verdict.startswith("UNSUPPORTED: "), verdict
+    assert report["verdict"] == "unsupported", report
+
+
+def test_a_reshaping_kind_still_holds_the_hidden_size(tmp_path):
+    """Only the sizes such a kind leaves alone are held, the hidden size among them: a
+    record of another one is damage, said at the tensor it contradicts."""
+    run = _reshaped_run(tmp_path, "llama", _mla, **_MLA, hidden_size=256)
+    code, verdict, report = _validate(run)
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    (found,) = [f for f in report["findings"] if "records:" in f["message"]]
+    assert found["where"].startswith("[") and found["where"].endswith(".weight]"), found
+
+
+def test_a_shape_kept_kind_names_the_tensor_its_record_contradicts(tmp_path):
+    """A LayerNorm record of 8 heads over tensors of 4: the error is at an attention
+    tensor, not at the record."""
+    code, verdict, report = _validate(_layernorm_run(tmp_path, num_attention_heads=8))
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    (found,) = [f for f in report["findings"] if "records:" in f["message"]]
+    assert found["where"].startswith("[") and ".self_attention.linear_" in found["where"], found
