@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.group_meta import group_meta_entries, group_meta_root, summarise
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.check.removed_while_read import describes_checkpoint
-from mfsdp_ckpt.check.trainer_step import ITERATION_KEY, trainer_step_problems
+from mfsdp_ckpt.check.trainer_step import ITERATION_KEY, entry_step, trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
@@ -156,7 +156,9 @@ def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
     }
 
 
-def describe_optimizer_kind(tensors: Mapping[str, TensorEntry]) -> dict | None:
+def describe_optimizer_kind(
+    tensors: Mapping[str, TensorEntry], settings: Collection[str] = ()
+) -> dict | None:
     """Which optimizer's state the checkpoint holds, as validate recognises it: `name` (None:
     no known optimizer keeps that set) and the `states` names, so that a resume's optimizer
     setting can be matched to it; None without optimizer state, or when two model entries
@@ -167,7 +169,7 @@ def describe_optimizer_kind(tensors: Mapping[str, TensorEntry]) -> dict | None:
         roots = state_keys.state_roots(tensors)
     except state_keys.AmbiguousStateError:
         return None
-    kind = optimizer_kind(tensors, roots)
+    kind = optimizer_kind(tensors, roots, settings)
     return None if kind is None else asdict(kind)
 
 
@@ -312,7 +314,7 @@ def describe_checkpoint(
         else None
     )
     manifest_step = manifest.step if manifest else None
-    shown = shown_step(paths, reader.objects)
+    shown = shown_step(paths, reader.objects, entry_step(reader))
     recorded_model = describe_recorded_model(paths, reader)
     args_for_config = recorded_model is not None and paths.run_config is None
     # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike
@@ -376,7 +378,9 @@ def describe_checkpoint(
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
         "weights": weights,
-        "optimizer_kind": describe_optimizer_kind(every_tensor),
+        "optimizer_kind": describe_optimizer_kind(
+            every_tensor, [k for each in readers for k in each.objects]
+        ),
         "megatron_adapter": stored_adapter_summary(reader) if readable else None,
         "mtp": _describe_mtp(reader) if readable else None,
         "value_head": _describe_value_head(paths, reader) if readable else None,

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mfsdp_ckpt.check.config_checks import config_to_check
+from mfsdp_ckpt.check.optimizer_saved import SavedOptimizer, recorded_optimizer_save
 from mfsdp_ckpt.check.printable import first_of
-from mfsdp_ckpt.check.recorded_optimizer import RecordedOptimizer, megatron_optimizer
+from mfsdp_ckpt.check.recorded_optimizer import (
+    RecordedOptimizer,
+    megatron_optimizer,
+    settings_optimizer,
+)
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.check.storage_checks import (
     TensorCheck,
@@ -115,13 +120,20 @@ class _OptimizerRecord:
     `stems`, those Megatron's `param_to_group_meta` names, each with the key its states
     would be stored under less the state's name; `optimizer`, which optimizer the run's
     record names (read only when no state is left to tell); `recorded`, the same where the
-    record itself names it, else None (read only to compare with the states found)."""
+    record itself names it, else what the stored param-group settings say, else None (read
+    only to compare with the states found); `muon`, whether the stored param groups hold
+    Muon's `ns_steps` (its momentum_buffer is then Muon's, not SGD's); `saved`, a record
+    saying the optimizer state was saved with the step (verl's ckpt_contents.json,
+    Megatron-LM's args: `optimizer_saved`), read only when no state is held and neither the
+    manifest nor `param_to_group_meta` names the parameters."""
 
     tied: bool | None = None
     every: bool = False
     stems: Mapping[str, str] = field(default_factory=dict)
     optimizer: Callable[[], RecordedOptimizer] = lambda: _UNRECORDED
     recorded: Callable[[], RecordedOptimizer | None] = lambda: None
+    saved: Callable[[], SavedOptimizer | None] = lambda: None
+    muon: bool = False
 
     def optimized(self, name: str) -> bool:
         """Whether the record names parameter `name` (a module path) as stepped, so that
@@ -173,15 +185,31 @@ def optimizer_record(
     ):
         return _OptimizerRecord(tied, every=True)
     stems = _group_meta_stems(keys, roots)
-    recorded = functools.partial(_run_optimizer, paths, reader)
+    settings = [key for key in keys if roots.under_optimizer(key)]
+    muon = any(key.endswith(_MUON_SETTING) for key in settings)
+
+    @functools.cache
+    def recorded() -> RecordedOptimizer | None:
+        return _run_optimizer(paths, reader) or settings_optimizer(settings)
+
     if not stems:
-        return _OptimizerRecord(tied, recorded=recorded)
+        return _OptimizerRecord(
+            tied,
+            optimizer=lambda: megatron_optimizer(paths, reader),
+            recorded=recorded,
+            muon=muon,
+            saved=functools.partial(recorded_optimizer_save, paths, reader),
+        )
     return _OptimizerRecord(
         tied,
         stems=stems,
         optimizer=lambda: megatron_optimizer(paths, reader),
         recorded=recorded,
+        muon=muon,
     )
+
+
+_MUON_SETTING = ".ns_steps"  # torch.optim.Muon's Newton-Schulz steps, in each param group
 
 
 def _run_optimizer(
@@ -257,9 +285,10 @@ def check_optimizer(
 ) -> None:
     """The optimizer's per-parameter tensors must be complete for every parameter it
     stepped and match its shape. Which tensors those are depends on the optimizer: its
-    set is recognised from the names the checkpoint holds (`optimizer_states.identify`:
-    Adam's moments, Adafactor's factored statistics, Adagrad's sum, ...); a set no
-    optimizer here keeps is a warning, its completeness not checked.
+    set is recognised from each parameter's names (`optimizer_states.identify_each`:
+    Adam's moments, Adafactor's factored statistics, Adagrad's sum, a chain such as Muon's
+    momentum_buffer beside Adam's); a set no optimizer here keeps is a warning, its
+    completeness not checked, its per-element states still held to their parameter's shape.
 
     States are matched to parameters by name with entries and wrapper segments removed,
     which covers FSDP2's `optimizer.state.<param>.exp_avg`, torch's DCP recipe's
@@ -270,8 +299,10 @@ def check_optimizer(
     (a warning), unless `record` names it as optimized (an error); a tied output layer,
     optimized under the embedding's name, needs none. No state for any parameter, while
     `record` names them, is one error (`_report_no_state`). A state that matches no
-    parameter is a warning: an optimizer may legitimately hold more than the model state
-    shows. Which optimizer's states they are goes into the report (`optimizer_kind`); states
+    parameter is a warning (an optimizer may legitimately hold more than the model state
+    shows), unless it is a per-element state of a weight the model lost
+    (`_report_lost_weights`). Which optimizer's states they are goes into the report
+    (`optimizer_kind`); states
     lacking one the run's own record keeps (Megatron's args name Adam, the states are SGD's)
     are an error naming both (`_check_recorded`).
     """
@@ -283,13 +314,14 @@ def check_optimizer(
     if not held:
         _report_no_state(params, tensors, record, report)
         return
-    report.optimizer_kind = optimizer_states.held_states(held)
-    kind = optimizer_states.identify(held)
+    kind = _recognised(pairs, lambda: _record_says_muon(record))
+    report.optimizer_kind = optimizer_states.held_states(held, kind)
     contradicted = _check_recorded(kind, held, pairs.first_key, record, report)
     if pairs.positional:
         _check_positional_states(kind, tensors, params, pairs.by_position, report)
         return
     if kind is None:
+        _check_shapes(optimizer_states.PER_ELEMENT, tensors, params, found, report)
         if not contradicted:
             _report_unknown_states(pairs.first_key, held, report)
     else:
@@ -298,10 +330,70 @@ def check_optimizer(
         lost = [name for name in stateless if record.optimized(name) and tie[name] is False]
         untold = {name for name, tied in tie.items() if tied is None}
         _report_stateless(kind, stateless, lost, untold, roots, params, found, report)
+    unmatched = _report_lost_weights(unmatched, roots, params, report)
     if unmatched:
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
         first = next(iter(unmatched))
         report.add(WARNING, f"[{first}]", f"optimizer state matches no model parameter{more}")
+
+
+def _recognised(
+    pairs: _StatePairs, says_muon: Callable[[], bool]
+) -> optimizer_states.OptimizerStates | None:
+    """The optimizer (or chain) the states are, recognised from each parameter's set
+    (`optimizer_states.identify_each`), SGD's momentum_buffer named Muon's where
+    `says_muon` (the stored param groups or the run's record)."""
+    if pairs.positional:
+        kind = optimizer_states.identify(pairs.held)
+    else:
+        kind = optimizer_states.identify_each(pairs.found.values() or [pairs.held])
+    if kind is None or "SGD" not in kind.name.split(" + ") or not says_muon():
+        return kind
+    return optimizer_states.named_muon(kind)
+
+
+def _record_says_muon(record: _OptimizerRecord) -> bool:
+    """Whether the stored param groups (`ns_steps`) or the run's record name Muon."""
+    recorded = record.recorded()
+    return record.muon or (recorded is not None and recorded.muon)
+
+
+def _report_lost_weights(
+    unmatched: dict[str, str],
+    roots: state_keys.StateRoots,
+    params: dict[str, str],
+    report: ValidationReport,
+) -> dict[str, str]:
+    """A per-element state (exp_avg, momentum_buffer, ...) for a parameter the model does
+    not hold, in a module whose other parameters it does hold: the optimizer stepped a
+    weight the model entry lost (an error per such parameter, naming it). Returns the
+    unmatched states left, a warning only: an optimizer may hold state the model state
+    does not show."""
+    modules = {_parent_module(name) for name in params}
+    named = {
+        key: state_keys.hf_name((roots.state_path(key) or "").rpartition(".")[0])
+        for key in unmatched
+    }
+    lost: dict[str, str] = {}
+    for key, state in unmatched.items():
+        parent = _parent_module(named[key])
+        if state in optimizer_states.PER_ELEMENT and parent and parent in modules:
+            lost.setdefault(named[key], key)
+    left = {key: state for key, state in unmatched.items() if named[key] not in lost}
+    for name, key in lost.items():
+        report.add(
+            ERROR,
+            f"[{key}]",
+            f"optimizer state for parameter {name}, which the model does not hold: the"
+            " optimizer stepped it, so the weight was lost",
+        )
+    return left
+
+
+def _parent_module(name: str) -> str:
+    """`model.layers.1.mlp.down_proj.weight` -> `model.layers.1.mlp`: the module holding
+    the parameter's own module, whose other parameters tell the model holds it."""
+    return name.rpartition(".")[0].rpartition(".")[0]
 
 
 @dataclass(frozen=True)
@@ -363,12 +455,18 @@ def _pair_states(tensors: Mapping[str, TensorEntry], roots: state_keys.StateRoot
 
 
 def optimizer_kind(
-    tensors: Mapping[str, TensorEntry], roots: state_keys.StateRoots
+    tensors: Mapping[str, TensorEntry],
+    roots: state_keys.StateRoots,
+    settings: Collection[str] = (),
 ) -> optimizer_states.HeldStates | None:
     """Which optimizer's state the checkpoint holds, as validate recognises it (inspect
-    says the same); None when it holds none."""
-    held = _pair_states(tensors, roots).held
-    return optimizer_states.held_states(held) if held else None
+    says the same; `settings`, the keys of its stored non-tensor values, tell Muon's
+    param groups); None when it holds none."""
+    pairs = _pair_states(tensors, roots)
+    if not pairs.held:
+        return None
+    muon = any(k.endswith(_MUON_SETTING) and roots.under_optimizer(k) for k in settings)
+    return optimizer_states.held_states(pairs.held, _recognised(pairs, lambda: muon))
 
 
 def _check_recorded(
@@ -387,7 +485,7 @@ def _check_recorded(
     reads nothing from them. Returns whether the error was reported (the states then need
     no further word as an unknown set)."""
     recorded = record.recorded()
-    if recorded is None:
+    if recorded is None or not recorded.binds(held):
         return False
     if recorded.states is not None:
         lacking = recorded.states.missing(held)
@@ -487,10 +585,12 @@ def _report_no_state(
     states are those of the optimizer the run's record names (`recorded_optimizer`); one
     error naming the first key they would be stored under and how many parameters lack
     them, or only the count when the optimizer's states are not known here."""
+    saved = None if record.every or record.stems else record.saved()
     lost = [
         name
         for name in params
-        if record.optimized(name) and _tied_head(name, params, tensors, record.tied) is False
+        if (saved is not None or record.optimized(name))
+        and _tied_head(name, params, tensors, record.tied) is False
     ]
     if not lost:
         return
@@ -498,10 +598,12 @@ def _report_no_state(
     if not recorded.keeps_state:
         return
     first = f"[{params[lost[0]]}]"
-    lacking = f"no optimizer state for the {len(lost)} parameters {record.names_them}"
+    names_them = record.names_them if saved is None else saved.names_them
+    lacking = f"no optimizer state for the {len(lost)} parameters {names_them}"
     stem = record.stem(lost[0])
     if recorded.states is None or stem is None:
-        report.add(ERROR, first, f"{lacking}; {recorded.about}")
+        severity = ERROR if saved is None else saved.severity
+        report.add(severity, first, f"{lacking}; {recorded.about}")
         return
     missing = recorded.states.missing(())
     expected = f"{stem}.{missing[0]}"
@@ -533,15 +635,39 @@ def _check_states(
         for state in kind.missing(states):
             expected = f"{next(iter(states.values())).rpartition('.')[0]}.{state}"
             report.add(ERROR, f"[{key}]", f"optimizer state {state} is missing (no [{expected}])")
-        for state, state_key in states.items():
-            if state in kind.like_parameter and tensors[state_key].shape != tensors[key].shape:
-                report.add(
-                    ERROR,
-                    f"[{state_key}]",
-                    f"shape {tensors[state_key].shape} differs from the parameter's"
-                    f" {tensors[key].shape}",
-                )
+        _check_shape(kind.like_parameter, tensors, key, states, report)
     return stateless
+
+
+def _check_shapes(
+    like_parameter: frozenset[str],
+    tensors: Mapping[str, TensorEntry],
+    params: dict[str, str],
+    found: dict[str, dict[str, str]],
+    report: ValidationReport,
+) -> None:
+    """Each state named in `like_parameter` is shaped like its parameter (an error per
+    misshapen one): checked whether or not the optimizer's set is known."""
+    for name, states in found.items():
+        _check_shape(like_parameter, tensors, params[name], states, report)
+
+
+def _check_shape(
+    like_parameter: frozenset[str],
+    tensors: Mapping[str, TensorEntry],
+    key: str,
+    states: dict[str, str],
+    report: ValidationReport,
+) -> None:
+    """Parameter `key`'s `states` named in `like_parameter` are shaped like it."""
+    for state, state_key in states.items():
+        if state in like_parameter and tensors[state_key].shape != tensors[key].shape:
+            report.add(
+                ERROR,
+                f"[{state_key}]",
+                f"shape {tensors[state_key].shape} differs from the parameter's"
+                f" {tensors[key].shape}",
+            )
 
 
 def _report_stateless(

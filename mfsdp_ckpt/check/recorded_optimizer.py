@@ -30,17 +30,51 @@ DEFAULT_OPTIMIZER = "adam"
 DEFAULT_SGD_MOMENTUM = 0.9
 _BY_NAME = {kind.name: kind for kind in KNOWN_OPTIMIZERS}
 _STATES = {"adam": _BY_NAME["Adam"], "sgd": _BY_NAME["SGD"]}  # Megatron's name -> states
+# Megatron-LM's --optimizer muon|dist_muon chains Muon (the linear weights'
+# momentum_buffer, as SGD's is named) with Adam on the rest (muon.py): which parameter
+# holds which is not recorded, so a lost state is not named from it, only Muon's name
+_MUON = frozenset({"muon", "dist_muon"})
+# torch's Adam family stores these in each param group (Adamax also does, but keeps
+# exp_inf, a name outside Adam's set: `RecordedOptimizer.settings_only` then binds nothing)
+_ADAM_SETTINGS = ("betas", "eps")
 
 
 @dataclass(frozen=True)
 class RecordedOptimizer:
     """The optimizer a record names: `states`, the set each parameter it stepped holds
     (None: not known here); `keeps_state` False for one that keeps none (SGD without
-    momentum); `about`, in words, which optimizer and from where, for a message."""
+    momentum); `about`, in words, which optimizer and from where, for a message;
+    `settings_only`, read from stored param-group settings, not a run's record (`binds`);
+    `muon`, a Muon run, whose momentum_buffer is Muon's, not SGD's."""
 
     states: OptimizerStates | None
     about: str
     keeps_state: bool = True
+    settings_only: bool = False
+    muon: bool = False
+
+    def binds(self, held: set[str]) -> bool:
+        """Whether states `held` are held to this record: always for a run's record; for
+        one read from stored param-group settings only when every name held is its
+        optimizer's (those settings are shared by optimizers keeping other states)."""
+        return not self.settings_only or (self.states is not None and held <= self.states.names)
+
+
+def settings_optimizer(keys: list[str]) -> RecordedOptimizer | None:
+    """The optimizer family the checkpoint's own stored param-group settings say, where no
+    run record names one (FSDP2, torchtitan and verl saves): Adam's betas and eps
+    (`optimizer.param_groups.<i>.betas`, or Megatron's `param_to_group_meta.<param>.betas`)
+    say Adam; None where they say nothing."""
+    said = {
+        key.rpartition(".")[2] for key in keys if ".param_groups." in key or "group_meta" in key
+    }
+    if not all(name in said for name in _ADAM_SETTINGS):
+        return None
+    return RecordedOptimizer(
+        _BY_NAME["Adam"],
+        "the stored param groups' betas and eps (Adam's settings)",
+        settings_only=True,
+    )
 
 
 def megatron_optimizer(
@@ -60,7 +94,9 @@ def megatron_optimizer(
         about = f"optimizer {cut_to(repr(name), 40)} in {record}"
     states = _STATES.get(name) if isinstance(name, str) else None
     if states is None:
-        return RecordedOptimizer(None, f"{about}, whose states are not known here")
+        return RecordedOptimizer(
+            None, f"{about}, whose states are not known here", muon=name in _MUON
+        )
     if name == "sgd":
         momentum = settings.get("sgd_momentum", DEFAULT_SGD_MOMENTUM)
         if not isinstance(momentum, (int, float)) or isinstance(momentum, bool):

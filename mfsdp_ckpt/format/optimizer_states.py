@@ -6,14 +6,16 @@ moments, Adagrad's `sum`, RMSprop's `square_avg`, Adafactor's factored row and c
 statistics. A check that expects Adam's moments calls every other optimizer's healthy
 checkpoint broken, and one that expects nothing misses a lost moment. So the set is
 recognised from the state names the checkpoint holds (`identify`), and each parameter is
-then held to that set (`OptimizerStates.missing`). A set no optimizer here keeps is
-reported as unknown by the caller, never judged against Adam's.
+then held to that set (`OptimizerStates.missing`); where parameters hold different known
+sets (Muon on the matrices chained with Adam on the rest) each is held to its own
+(`identify_each`). A set no optimizer here keeps is reported as unknown by the caller,
+never judged against Adam's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 
 from mfsdp_ckpt.check.printable import first_of
 
@@ -115,6 +117,56 @@ def identify(held: Collection[str]) -> OptimizerStates | None:
     return next((kind for kind in KNOWN_OPTIMIZERS if kind.explains(held)), None)
 
 
+# States kept per element of their parameter by some optimizer here: whatever optimizer
+# wrote them, each is shaped like its parameter (an unknown or chained set included).
+PER_ELEMENT: frozenset[str] = frozenset().union(*(k.like_parameter for k in KNOWN_OPTIMIZERS))
+
+# Muon keeps SGD's momentum_buffer alone, so the names cannot tell them apart: its stored
+# param groups (`ns_steps`) or the run's record name it (`named_muon`).
+MUON = "Muon"
+
+
+def chained(members: Iterable[OptimizerStates]) -> OptimizerStates:
+    """One set for optimizers chained over disjoint parameters (Megatron-LM's Muon on the
+    linear weights beside Adam on the rest, torch's Muon beside AdamW): each parameter
+    holds one member's set whole."""
+    kinds = list(members)
+    return OptimizerStates(
+        " + ".join(kind.name for kind in kinds),
+        tuple(a for kind in kinds for a in kind.alternatives),
+        frozenset().union(*(kind.like_parameter for kind in kinds)),
+        frozenset().union(*(kind.optional for kind in kinds)),
+        frozenset().union(*(kind.bookkeeping for kind in kinds)),
+    )
+
+
+def identify_each(sets: Iterable[Collection[str]]) -> OptimizerStates | None:
+    """The optimizer, or chain of optimizers, whose states the parameters hold, `sets`
+    being each parameter's state names: `identify` of their union, else of each distinct
+    set, chained. A set that is a strict part of another known one is that one's with
+    states lost (Adam's exp_avg without its exp_avg_sq beside whole Adam sets), so it
+    names no optimizer of its own; None when a set is no known optimizer's."""
+    distinct = {frozenset(names) for names in sets}
+    union = frozenset().union(*distinct)
+    kind = identify(union)
+    if kind is not None or not distinct:
+        return kind
+    known = {names: identify(names) for names in distinct}
+    whole = [n for n in distinct if not any(n < m and known[m] for m in distinct)]
+    if any(known[names] is None for names in whole):
+        return None
+    members = {known[names] for names in whole}
+    chain = chained(k for k in KNOWN_OPTIMIZERS if k in members)
+    return chain if chain.explains(union) else None
+
+
+def named_muon(kind: OptimizerStates) -> OptimizerStates:
+    """`kind` with SGD's momentum_buffer named as Muon's, where the checkpoint says Muon
+    wrote it."""
+    names = [MUON if name == "SGD" else name for name in kind.name.split(" + ")]
+    return replace(kind, name=" + ".join(names))
+
+
 @dataclass(frozen=True)
 class HeldStates:
     """Which optimizer's state a checkpoint holds, as inspect and validate report it:
@@ -135,9 +187,10 @@ class HeldStates:
 _SHOWN_NAMES = 8  # any known optimizer's set fits; an unknown one is cut
 
 
-def held_states(held: Collection[str]) -> HeldStates:
-    """`held` (the state names over all parameters) with the optimizer they are."""
-    kind = identify(held)
+def held_states(held: Collection[str], kind: OptimizerStates | None = None) -> HeldStates:
+    """`held` (the state names over all parameters) with the optimizer they are: `kind`,
+    where the caller recognised it per parameter (`identify_each`), else `identify`'s."""
+    kind = kind or identify(held)
     return HeldStates(None if kind is None else kind.name, tuple(sorted(held)))
 
 
@@ -148,9 +201,12 @@ def known_names() -> str:
 
 __all__ = [
     "KNOWN_OPTIMIZERS",
+    "PER_ELEMENT",
     "HeldStates",
     "OptimizerStates",
     "held_states",
     "identify",
+    "identify_each",
     "known_names",
+    "named_muon",
 ]
