@@ -266,7 +266,7 @@ def records_unread(described: object) -> bool:
 
 # verl's dataloader state beside a step's checkpoint: RL's ray_trainer saves `data.pt`, SFT
 # one `data_<rank>.pt` per rank (mfsdp_ckpt/format/layout.py); a torch.save, never read here
-_VERL_DATALOADER_RE = re.compile(r"^data(_[0-9]+)?\.pt$")
+_VERL_DATALOADER_RE = re.compile(r"^data(_[0-9]+)?\.pt\Z")
 _VERL_KINDS = (layout.VERL_RL_V1, layout.VERL_RL_V2, layout.VERL_SFT, layout.VERL_SFT_V2)
 
 

@@ -45,6 +45,7 @@ from mfsdp_ckpt.convert.megatron_lora import (
     holds_adapters,
     split_adapters,
 )
+from mfsdp_ckpt.convert.megatron_lora_ranks import declared_rank_pattern
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, MtpLayers, split_mtp
 from mfsdp_ckpt.convert.name_maps import (
     HF,
@@ -65,7 +66,7 @@ from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dt
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.format.run_steps import natural_order
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
-from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
+from mfsdp_ckpt.storage.reader import TensorEntry
 
 if TYPE_CHECKING:
     import torch
@@ -268,7 +269,7 @@ def plan_export(
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
         geometry = recorded_geometry(source, config)
         if chosen_layout == MCORE:
-            lora, paths, stored = _megatron_lora(config, paths, stored, geometry, reader)
+            lora, paths, stored = _megatron_lora(config, paths, stored, geometry, source)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
     except StoredDtypeError as err:  # said without where by `split_adapters`
         raise StoredDtypeError(f"{source.location} {err}") from None
@@ -370,7 +371,7 @@ def plan_adapter(
     paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
     try:
         geometry = recorded_geometry(source, config)
-        lora = _megatron_lora(config, paths, stored, geometry, source.reader, base_needed=False)[0]
+        lora = _megatron_lora(config, paths, stored, geometry, source, base_needed=False)[0]
     except StoredDtypeError as err:  # said without where by `split_adapters`
         raise StoredDtypeError(f"{source.location} {err}") from None
     except ShapeError as err:
@@ -390,16 +391,20 @@ def _megatron_lora(
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],
     geometry: Geometry,
-    reader: CheckpointReader,
+    source: ExportSource,
     base_needed: bool = True,
 ) -> tuple[MegatronLora | None, dict[str, tuple[int, ...]], dict[str, str]]:
     """(adapter, base paths, base keys): Megatron LoRA tensors taken out of the model's
-    names (`reader`: the checkpoint's, whose dtypes are checked) and checked against the
-    config and, each B's rows, against how `geometry` splits them (`check_b_splits`); a
+    names (`source`: the checkpoint, whose dtypes are checked, and whose saved PEFT
+    adapter config may declare several ranks: `declared_rank_pattern`) and checked against
+    the config and, each B's rows, against how `geometry` splits them (`check_b_splits`); a
     checkpoint holding the adapter alone is refused when `base_needed`, naming what
     supplies the base."""
+    reader = source.reader
     dtypes = {key: reader.tensors[key].dtype for key in stored.values()}
-    base_paths, base_keys, adapters = split_adapters(paths, stored, dtypes)
+    root = source.paths.root if source.paths is not None else None
+    rank_pattern = declared_rank_pattern(saved_peft_adapter(source.location), root)
+    base_paths, base_keys, adapters = split_adapters(paths, stored, dtypes, rank_pattern)
     if not adapters:
         return None, paths, stored
     if base_needed and not base_paths:
@@ -413,7 +418,9 @@ def _megatron_lora(
         )
     shapes = {path: paths[path] for path in adapters}
     try:
-        lora = describe_adapters(adapters, shapes, dict(expected_weights_of(config).allowed))
+        lora = describe_adapters(
+            adapters, shapes, dict(expected_weights_of(config).allowed), rank_pattern
+        )
     except ValueError as err:
         if isinstance(err, AdapterWeightsError):
             raise

@@ -228,18 +228,22 @@ def stored_adapter_summary(reader: CheckpointReader) -> str | None:
 
 
 def split_adapters(
-    paths: dict[str, tuple[int, ...]], stored: dict[str, str], dtypes: Mapping[str, DType]
+    paths: dict[str, tuple[int, ...]],
+    stored: dict[str, str],
+    dtypes: Mapping[str, DType],
+    rank_pattern: str | None = None,
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:
     """(base paths, base keys, adapter paths -> keys): the adapter tensors (Megatron's or
     PEFT's) taken out of a checkpoint's module paths (`dtypes`: by stored key).
     AdapterWeightsError names a variant or module this export cannot reproduce exactly,
     once the adapter is known to be intact (`_refuse_damage`; StoredDtypeError for a tensor
     of no float, `refuse_non_float_adapter`): a kind refusal reads as a sound adapter of
-    another kind."""
+    another kind. `rank_pattern`: what declares per-module ranks (`declared_rank_pattern`),
+    under which several ranks are that kind, not damage."""
     adapters = {p: k for p, k in stored.items() if _is_adapter(p)}
     # damage wins: found whatever kind the adapter is
     refuse_non_float_adapter(adapters.values(), dtypes, adapter_kind(adapters))
-    _refuse_damage(adapters, paths)
+    _refuse_damage(adapters, paths, rank_pattern)
     for path in sorted(adapters):
         _check_adapter_name(path, adapters[path])
     base_paths = {p: s for p, s in paths.items() if p not in adapters}
@@ -311,13 +315,17 @@ def _check_adapter_name(path: str, key: str) -> None:
         raise AdapterKindRefused(f"[{key}]: {kind} tensor {what_maps}")
 
 
-def _refuse_damage(adapters: dict[str, str], paths: dict[str, tuple[int, ...]]) -> None:
+def _refuse_damage(
+    adapters: dict[str, str], paths: dict[str, tuple[int, ...]], rank_pattern: str | None = None
+) -> None:
     """Damage in adapter tensors (module path -> stored key; `paths`: their shapes) that
     needs no config, raised before any kind refusal (validate reads a kind refusal as an
     intact adapter of another kind): PEFT tensors beside Megatron ones, a canonical part on
     a module without it, half of an A/B pair gone, a pair of no LoRA's shapes, several
-    ranks. Tensors of a refused variant (DoRA's magnitude, ...) or an unmapped name are
-    left to the kind refusal; the pairs among the rest are checked whatever they sit beside."""
+    ranks that nothing declares (`rank_pattern`: what does; its ranks are a kind, refused
+    after the other kinds). Tensors of a refused variant (DoRA's magnitude, ...) or an
+    unmapped name are left to the kind refusal; the pairs among the rest are checked
+    whatever they sit beside."""
     if not adapters:
         return
     peft = {path: key for path, key in adapters.items() if not _ADAPTER_PATH.search(path)}
@@ -343,7 +351,7 @@ def _refuse_damage(adapters: dict[str, str], paths: dict[str, tuple[int, ...]]) 
         except ValueError as err:
             raise ShapeError(str(err)) from None
         ranks.setdefault(a[0], []).append(plain[pair[which[0]]])
-    if len(ranks) > 1:
+    if len(ranks) > 1 and rank_pattern is None:
         _single_rank(plain, {}, ranks)  # raises, naming the ranks
 
 
@@ -427,15 +435,16 @@ def describe_adapters(
     adapters: dict[str, str],
     shapes: dict[str, tuple[int, ...]],
     expected: dict[str, tuple[int, ...]],
+    rank_pattern: str | None = None,
 ) -> MegatronLora:
     """Pair each module's linear_in / linear_out (PEFT's lora_A / lora_B), check them
     against one rank and against the HF weight shapes the config gives (`expected`), and
     map them to HF modules. AdapterWeightsError (exit 2) for an unpaired adapter or one
-    checkpoint holding both kinds; ValueError for shapes that do not fit (the caller names
-    the checkpoint)."""
-    _refuse_damage(adapters, shapes)
+    checkpoint holding both kinds; AdapterKindRefused for several ranks `rank_pattern`
+    declares; ValueError for shapes that do not fit (the caller names the checkpoint)."""
+    _refuse_damage(adapters, shapes, rank_pattern)
     if adapter_kind(adapters) == PEFT_KIND:
-        return _single_rank(adapters, *_describe_peft(adapters, shapes, expected))
+        return _single_rank(adapters, *_describe_peft(adapters, shapes, expected), rank_pattern)
     pairs = _pairs(adapters, peft=False)
     fused = {(layer, part) for layer, part, sub in pairs if not sub}
     both = next(((n, p) for n, p, sub in pairs if sub and (n, p) in fused), None)
@@ -470,23 +479,32 @@ def describe_adapters(
                 index,
                 transform,
             )
-    return _single_rank(adapters, targets, ranks)
+    return _single_rank(adapters, targets, ranks, rank_pattern)
 
 
 def _single_rank(
-    adapters: dict[str, str], targets: dict[str, HFLoraTarget], ranks: dict[int, list[str]]
+    adapters: dict[str, str],
+    targets: dict[str, HFLoraTarget],
+    ranks: dict[int, list[str]],
+    rank_pattern: str | None = None,
 ) -> MegatronLora:
     """The adapter, of the one rank its A tensors have (`ranks`: their stored keys by
     rank). Several ranks are refused naming an A of each, the rarest first: the odd
-    tensor is the one a user must find, and a name of the common rank shows nothing."""
+    tensor is the one a user must find, and a name of the common rank shows nothing. They
+    are damage (AdapterWeightsError) unless `rank_pattern` declares them: then a kind
+    export does not convert (AdapterKindRefused, naming the declaration)."""
     if len(ranks) > 1:
         (odd, odd_keys), *rest = sorted(ranks.items(), key=lambda kv: (len(kv[1]), kv[0]))
         others = ", ".join(f"rank {r} in {len(k)} (e.g. [{min(k)}])" for r, k in rest)
-        raise AdapterWeightsError(
+        found = (
             f"[{min(odd_keys)}]: rank {odd} in {len(odd_keys)} adapter(s), {others}: adapters"
-            f" of ranks {sorted(ranks)} in one checkpoint; export-hf converts a single-rank"
-            " LoRA only"
+            f" of ranks {sorted(ranks)} in one checkpoint"
         )
+        if rank_pattern is not None:
+            raise AdapterKindRefused(
+                f"{found} ({rank_pattern}); export-hf converts a single-rank LoRA only"
+            )
+        raise AdapterWeightsError(f"{found}; export-hf converts a single-rank LoRA only")
     (rank,) = ranks
     keys = sorted(adapters.values())
     if rank < 1:  # its scale alpha / rank would divide by zero

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -311,8 +312,6 @@ UNSUPPORTED = {
 
 @pytest.mark.parametrize("case", list(UNSUPPORTED))
 def test_peft_settings_export_cannot_reproduce_are_refused_naming_them(trainer_run, case, tmp_path):
-    import warnings
-
     root, _, _, _ = trainer_run
     settings, words = UNSUPPORTED[case]
     base = tiny_causal_lm("qwen2")
@@ -391,3 +390,44 @@ def test_a_wrong_typed_adapter_config_value_is_invalid_naming_it(trainer_run, tm
         "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base"
     )
     assert code == 1 and said in one_error_line(err), err
+
+
+# peft's rank_pattern gives modules a rank other than r: an intact adapter of several ranks
+# that its adapter_config.json declares, a kind export does not convert. Each was INVALID
+# ("adapters of ranks [4, 8] in one checkpoint"), hiding DoRA or an embedding beside it.
+RANK_PATTERN = {"v_proj": 8}
+DECLARED_RANKS = {
+    "rank_pattern": ({}, "rank_pattern {'v_proj': 8}"),
+    "with_dora": ({"use_dora": True}, "of kind DoRA"),
+    "with_embedding": ({"target_modules": [*TARGETS, "embed_tokens"]}, "LoRA on an embedding"),
+}
+
+
+@pytest.mark.parametrize("case", list(DECLARED_RANKS))
+def test_ranks_a_rank_pattern_declares_are_unsupported_naming_it(trainer_run, case, tmp_path):
+    root = trainer_run[0]
+    settings, words = DECLARED_RANKS[case]
+    base = tiny_causal_lm("qwen2")
+    with warnings.catch_warnings():  # peft warns of the tied embedding it adapts
+        warnings.simplefilter("ignore")
+        run = _trainer_checkpoint(tmp_path, base, rank_pattern=RANK_PATTERN, **settings)
+    code, verdict, json_verdict = _validate_verdict(run, "--hf-config", root / "base")
+    assert code == 1 and verdict.startswith("UNSUPPORTED") and words in verdict, verdict
+    assert json_verdict == "unsupported", verdict
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base"
+    )
+    assert code == 2 and words in one_error_line(err), err
+
+
+def test_several_ranks_nothing_declares_are_invalid(trainer_run, tmp_path):
+    """The same tensors with rank_pattern gone from adapter_config.json: damage."""
+    root = trainer_run[0]
+    run = _trainer_checkpoint(tmp_path, tiny_causal_lm("qwen2"), rank_pattern=RANK_PATTERN)
+    config = run / "checkpoint-5" / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "rank_pattern": {}}))
+    code, verdict, json_verdict = _validate_verdict(run, "--hf-config", root / "base")
+    assert code == 1 and verdict.startswith("INVALID: "), verdict
+    assert json_verdict == "invalid", verdict
+    _, stdout, _ = run_cli("ckpt", "validate", run, "--hf-config", root / "base")
+    assert "adapters of ranks [4, 8] in one checkpoint" in stdout, stdout
