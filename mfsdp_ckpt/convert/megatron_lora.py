@@ -45,6 +45,7 @@ from mfsdp_ckpt.convert.weight_dtype import refuse_non_float_adapter
 if TYPE_CHECKING:
     import torch
 
+    from mfsdp_ckpt.convert.megatron_lora_ranks import DeclaredRanks
     from mfsdp_ckpt.format.dtypes import DType
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
@@ -231,7 +232,7 @@ def split_adapters(
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],
     dtypes: Mapping[str, DType],
-    rank_pattern: str | None = None,
+    rank_pattern: DeclaredRanks | None = None,
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:
     """(base paths, base keys, adapter paths -> keys): the adapter tensors (Megatron's or
     PEFT's) taken out of a checkpoint's module paths (`dtypes`: by stored key).
@@ -316,7 +317,9 @@ def _check_adapter_name(path: str, key: str) -> None:
 
 
 def _refuse_damage(
-    adapters: dict[str, str], paths: dict[str, tuple[int, ...]], rank_pattern: str | None = None
+    adapters: dict[str, str],
+    paths: dict[str, tuple[int, ...]],
+    rank_pattern: DeclaredRanks | None = None,
 ) -> None:
     """Damage in adapter tensors (module path -> stored key; `paths`: their shapes) that
     needs no config, raised before any kind refusal (validate reads a kind refusal as an
@@ -351,7 +354,7 @@ def _refuse_damage(
         except ValueError as err:
             raise ShapeError(str(err)) from None
         ranks.setdefault(a[0], []).append(plain[pair[which[0]]])
-    if len(ranks) > 1 and rank_pattern is None:
+    if len(ranks) > 1 and (rank_pattern is None or not rank_pattern.declares(ranks)):
         _single_rank(plain, {}, ranks)  # raises, naming the ranks
 
 
@@ -435,7 +438,7 @@ def describe_adapters(
     adapters: dict[str, str],
     shapes: dict[str, tuple[int, ...]],
     expected: dict[str, tuple[int, ...]],
-    rank_pattern: str | None = None,
+    rank_pattern: DeclaredRanks | None = None,
 ) -> MegatronLora:
     """Pair each module's linear_in / linear_out (PEFT's lora_A / lora_B), check them
     against one rank and against the HF weight shapes the config gives (`expected`), and
@@ -486,13 +489,13 @@ def _single_rank(
     adapters: dict[str, str],
     targets: dict[str, HFLoraTarget],
     ranks: dict[int, list[str]],
-    rank_pattern: str | None = None,
+    rank_pattern: DeclaredRanks | None = None,
 ) -> MegatronLora:
     """The adapter, of the one rank its A tensors have (`ranks`: their stored keys by
     rank). Several ranks are refused naming an A of each, the rarest first: the odd
     tensor is the one a user must find, and a name of the common rank shows nothing. They
-    are damage (AdapterWeightsError) unless `rank_pattern` declares them: then a kind
-    export does not convert (AdapterKindRefused, naming the declaration)."""
+    are damage (AdapterWeightsError) unless `rank_pattern` declares each of them: then a
+    kind export does not convert (AdapterKindRefused, naming the declaration)."""
     if len(ranks) > 1:
         (odd, odd_keys), *rest = sorted(ranks.items(), key=lambda kv: (len(kv[1]), kv[0]))
         others = ", ".join(f"rank {r} in {len(k)} (e.g. [{min(k)}])" for r, k in rest)
@@ -500,9 +503,9 @@ def _single_rank(
             f"[{min(odd_keys)}]: rank {odd} in {len(odd_keys)} adapter(s), {others}: adapters"
             f" of ranks {sorted(ranks)} in one checkpoint"
         )
-        if rank_pattern is not None:
+        if rank_pattern is not None and rank_pattern.declares(ranks):
             raise AdapterKindRefused(
-                f"{found} ({rank_pattern}); export-hf converts a single-rank LoRA only"
+                f"{found} ({rank_pattern.where}); export-hf converts a single-rank LoRA only"
             )
         raise AdapterWeightsError(f"{found}; export-hf converts a single-rank LoRA only")
     (rank,) = ranks

@@ -420,12 +420,14 @@ def test_ranks_a_rank_pattern_declares_are_unsupported_naming_it(trainer_run, ca
     assert code == 2 and words in one_error_line(err), err
 
 
-def test_several_ranks_nothing_declares_are_invalid(trainer_run, tmp_path):
-    """The same tensors with rank_pattern gone from adapter_config.json: damage."""
+@pytest.mark.parametrize("declared", [{}, {"v_proj": 16}])
+def test_several_ranks_nothing_declares_are_invalid(trainer_run, tmp_path, declared):
+    """The same tensors with rank_pattern gone from adapter_config.json, or declaring a rank
+    no tensor has (an A of rank 8 is then declared by nothing): damage."""
     root = trainer_run[0]
     run = _trainer_checkpoint(tmp_path, tiny_causal_lm("qwen2"), rank_pattern=RANK_PATTERN)
     config = run / "checkpoint-5" / "adapter_config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "rank_pattern": {}}))
+    config.write_text(json.dumps({**json.loads(config.read_text()), "rank_pattern": declared}))
     code, verdict, json_verdict = _validate_verdict(run, "--hf-config", root / "base")
     assert code == 1 and verdict.startswith("INVALID: "), verdict
     assert json_verdict == "invalid", verdict
