@@ -51,7 +51,8 @@ def test_an_engine_key_keeps_the_command_lines_betas_in_either_order(engine, cap
 
 @pytest.mark.parametrize("engine", ENGINE_KEYS)
 def test_an_engine_key_keeps_the_files_betas_and_mfsdps_default(engine, tmp_path, caplog):
-    assert _betas(SFTConfig, TINY_CONFIG, [engine], caplog) == MFSDP_SFT
+    # the tiny file trains on the CPU, where megatron_fsdp (use_megatron_fsdp) is refused
+    assert _betas(SFTConfig, TINY_CONFIG, [engine, "trainer.device=auto"], caplog) == MFSDP_SFT
     assert _betas(SFTConfig, None, [engine], caplog) == MFSDP_SFT
     key, value = engine.split("=", 1)
     section, name = key.split(".", 1)
