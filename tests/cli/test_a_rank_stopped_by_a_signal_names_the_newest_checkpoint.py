@@ -86,7 +86,7 @@ def test_a_rank_a_signal_stopped_is_said_with_the_newest_checkpoint(
     reached = max(record["step"] for record in read_metrics(run))
     said = [line for line in lines_besides_starting(rest) if not line.startswith("[sft] step ")]
     assert said == [
-        f"error: {stopped}{step_reached(reached, newest, 1)}; the newest checkpoint is"
+        f"error: {stopped}{step_reached(run, reached, newest, 1)}; the newest checkpoint is"
         f" {run}/global_step_{newest}: run the same command again to resume from it"
     ], rest
 

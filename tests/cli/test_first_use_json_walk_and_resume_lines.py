@@ -158,8 +158,9 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
     newest_step = run_steps.read_tracker(tmp_path / "run")
     newest = tmp_path / "run" / f"global_step_{newest_step}"
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
+    stopped_after = step_reached(tmp_path / "run", reached, newest_step, 1)
     said = (
-        f"interrupted{step_reached(reached, newest_step, 1)}; the newest checkpoint is"
+        f"interrupted{stopped_after}; the newest checkpoint is"
         f" {newest}: run it again with checkpoint.resume=auto to resume from it"
     )
     assert lines_besides_starting(rest) == [f"error: {said}"]

@@ -204,8 +204,9 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     assert newest in run_steps.list_complete_steps(tmp_path / "run")
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     assert reached >= 2
+    stopped_after = step_reached(tmp_path / "run", reached, newest, 1)
     assert lines_besides_starting(rest) == [
-        f"error: interrupted{step_reached(reached, newest, 1)}; the newest checkpoint is"
+        f"error: interrupted{stopped_after}; the newest checkpoint is"
         f" {tmp_path / 'run'}/global_step_{newest}: run the same command again to resume from it"
     ], rest
 

@@ -181,7 +181,7 @@ def _said(log: Path, run_dir: Path, stopped: str) -> tuple[list[str], list[str]]
     reached = max(record["step"] for record in read_metrics(run_dir))
     newest = run_steps.resume_step(run_dir)
     expected = (
-        f"error: {stopped}{step_reached(reached, newest, 1)}; the newest checkpoint is"
+        f"error: {stopped}{step_reached(run_dir, reached, newest, 1)}; the newest checkpoint is"
         f" {run_dir}/global_step_{newest}: run the same command again to resume from it"
     )
     return [line for line in log.read_text().splitlines() if "error" in line], [expected]

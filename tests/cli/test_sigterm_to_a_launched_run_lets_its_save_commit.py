@@ -131,7 +131,7 @@ def test_a_signal_lets_an_async_save_in_flight_commit(
     assert run_steps.list_complete_steps(run)[-1] == newest
     reached = max(record["step"] for record in read_metrics(run))
     assert error_prefixed_lines(stderr) == [
-        f"error: {said}interrupted{step_reached(reached, newest, 1)}; the newest checkpoint is"
+        f"error: {said}interrupted{step_reached(run, reached, newest, 1)}; the newest checkpoint is"
         f" {run}/global_step_{newest}: run the same command again to resume from it"
     ], stderr
     assert not lock_path_for(run).exists(), stderr  # the lock went with the command

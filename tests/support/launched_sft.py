@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.paths import EXAMPLES, REPO
 
@@ -52,10 +53,18 @@ def train_until_stopped(tmp_path, *overrides: str, nproc: int = 2) -> subprocess
     )
 
 
-def step_reached(reached: int, newest: int | None, save_every: int) -> str:
+def step_reached(run_dir: Path, reached: int, newest: int | None, save_every: int) -> str:
     """` after step N` as a stopped run's line says it: with the note it adds when step N is
     one `save_every` saves and the newest checkpoint is older (a step is logged before it is
-    saved, so the signal landed in that save or before it)."""
+    saved, so the signal landed in that save or before it). The note says whether the cut
+    save's `global_step_N.tmp` is left in `run_dir`, as it is now: ranks that fail remove it,
+    ranks killed with their launcher leave it, and which happened is the signal's timing."""
     unsaved = save_every > 0 and reached % save_every == 0 and (newest or 0) < reached
-    cut = f" (step {reached}'s save was cut short and removed)" if unsaved else ""
-    return f" after step {reached}{cut}"
+    if not unsaved:
+        return f" after step {reached}"
+    tmp = run_dir / f"global_step_{reached}.tmp"
+    if os.path.lexists(tmp):
+        cut = f"step {reached}'s save was cut short; what it wrote is left in {tmp}, no checkpoint"
+    else:
+        cut = f"step {reached}'s save was cut short and removed"
+    return f" after step {reached} ({cut})"
