@@ -25,7 +25,6 @@ refused by no check here loads in the tokenizer that reads it."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import math
@@ -92,30 +91,41 @@ class NestingError(MfsdpFailedError, ValueError):
 def loads_unique(text: str | bytes) -> Any:
     """`json.loads` refusing an object that gives a key twice (DuplicateKeyError) or
     nesting deeper than MAX_JSON_DEPTH (NestingError). Both are ValueErrors, so a caller's
-    "not valid JSON" handling names the file and says which."""
+    "not valid JSON" handling names the file and says which.
+
+    Python's cyclic garbage collector is paused while the text is parsed: each object and
+    array parsed counts towards its next pass, and the passes over an ever larger heap took
+    a third of parsing a 30 MB tokenizer.json, which holds no cycle to collect. It is paused
+    inline, not by a context manager, whose generator costs more than the pause: this runs
+    once per row of a data file."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        with _no_collection():
-            data = json.loads(text, object_pairs_hook=unique_keys)
+        data = _decode(text)
     except RecursionError:
         raise NestingError() from None
+    finally:
+        if was_enabled:
+            gc.enable()
     if _opening_brackets(text) > MAX_JSON_DEPTH and _deeper_than(data, MAX_JSON_DEPTH):
         raise NestingError()
     return data
 
 
-@contextlib.contextmanager
-def _no_collection() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while JSON is parsed: each object and array
-    parsed counts towards its next pass, and the passes over an ever larger heap took a
-    third of parsing a 30 MB tokenizer.json, which holds no cycle to collect. Resumed
-    after, unless it was paused already."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+# One decoder for every parse: `json.loads` with a hook builds a new one (and its scanner)
+# per call, a cost paid again on every row of a data file, which is read a row at a time.
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
+
+
+def _decode(text: str | bytes) -> Any:
+    """`json.loads(text, object_pairs_hook=unique_keys)`, step for step (a str starting
+    with a BOM refused, bytes decoded as UTF-8/16/32 by their first bytes), on `_DECODER`."""
+    if isinstance(text, str):
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    else:
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    return _DECODER.decode(text)
 
 
 def _opening_brackets(text: str | bytes) -> int:
