@@ -36,7 +36,10 @@ def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
     `min_lr`. This is verl's schedule in both backends (its FSDP one's LambdaLR from step 0,
     Megatron-LM's OptimizerParamScheduler with `lr_warmup_init` 0), so a run converted from
     verl gets its learning rate at every step; the first update, at lr 0, still moves
-    AdamW's moment estimates, as it does there.
+    AdamW's moment estimates, as it does there. One case differs from verl's FSDP backend: a
+    constant schedule with no warmup trains update 0 at `lr`, as verl's Megatron backend
+    does, where the FSDP backend's `min(1, step / max(1, warmup))` gives it lr 0 (an update
+    that moves no weight; docs/verl.md says so).
     """
     warm = warmup_steps(cfg, total_steps)
     if step < warm:

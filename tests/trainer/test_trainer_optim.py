@@ -35,6 +35,17 @@ def test_linear_constant_and_warmup_steps_win():
     )
 
 
+def test_constant_with_no_warmup_trains_the_first_update_and_one_warmup_step_is_verls_fsdp():
+    """docs/verl.md: with no warmup the first update trains at `lr` (verl's Megatron
+    backend); verl's FSDP backend's constant schedule, `min(1, step / max(1, warmup))`
+    (verl/utils/torch_functional.py), gives it lr 0, which `optim.warmup_steps=1` matches."""
+    none = OptimConfig(lr=0.3, scheduler="constant")
+    assert [lr_at(s, none, 4) for s in range(4)] == pytest.approx([0.3] * 4)
+    one = OptimConfig(lr=0.3, warmup_steps=1, scheduler="constant")
+    verl_fsdp = [0.3 * min(1, s / max(1, 0)) for s in range(4)]
+    assert [lr_at(s, one, 4) for s in range(4)] == pytest.approx(verl_fsdp)
+
+
 def _verl_fsdp_lr(step: int, lr: float, ratio: float, total: int, min_ratio: float) -> float:
     """verl's FSDP backend, written out from its code: `int(ratio * total)` warmup updates,
     then `get_cosine_schedule_with_warmup`'s LambdaLR (verl/utils/torch_functional.py)."""
