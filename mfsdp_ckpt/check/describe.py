@@ -14,13 +14,13 @@ from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.group_meta import group_meta_entries, group_meta_root, summarise
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.check.removed_while_read import describes_checkpoint
-from mfsdp_ckpt.check.trainer_step import ITERATION_KEY, entry_step, trainer_step_problems
+from mfsdp_ckpt.check.trainer_step import ITERATION_KEY, checkpoint_step, trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
 from mfsdp_ckpt.format.dir_entries import children, is_file
-from mfsdp_ckpt.format.folder_step import ShownStep, shown_step, step_words
+from mfsdp_ckpt.format.folder_step import ShownStep, step_words
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.optimizer_states import HeldStates
@@ -314,7 +314,7 @@ def describe_checkpoint(
         else None
     )
     manifest_step = manifest.step if manifest else None
-    shown = shown_step(paths, reader.objects, entry_step(reader))
+    shown = checkpoint_step(paths, reader)
     recorded_model = describe_recorded_model(paths, reader)
     args_for_config = recorded_model is not None and paths.run_config is None
     # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike

@@ -314,7 +314,7 @@ def check_optimizer(
     if not held:
         _report_no_state(params, tensors, record, report)
         return
-    kind = _recognised(pairs, lambda: _record_says_muon(record))
+    kind = _recognised(pairs, tensors, lambda: _record_says_muon(record))
     report.optimizer_kind = optimizer_states.held_states(held, kind)
     contradicted = _check_recorded(kind, held, pairs.first_key, record, report)
     if pairs.positional:
@@ -338,18 +338,36 @@ def check_optimizer(
 
 
 def _recognised(
-    pairs: _StatePairs, says_muon: Callable[[], bool]
+    pairs: _StatePairs, tensors: Mapping[str, TensorEntry], says_muon: Callable[[], bool]
 ) -> optimizer_states.OptimizerStates | None:
     """The optimizer (or chain) the states are, recognised from each parameter's set
     (`optimizer_states.identify_each`), SGD's momentum_buffer named Muon's where
-    `says_muon` (the stored param groups or the run's record)."""
+    `says_muon` (the stored param groups or the run's record), and either's where nothing
+    says which but its layout is Muon's (`_momentum_on_matrices`)."""
     if pairs.positional:
         kind = optimizer_states.identify(pairs.held)
     else:
         kind = optimizer_states.identify_each(pairs.found.values() or [pairs.held])
-    if kind is None or "SGD" not in kind.name.split(" + ") or not says_muon():
+    members = [] if kind is None else kind.name.split(" + ")
+    if kind is None or "SGD" not in members:
         return kind
-    return optimizer_states.named_muon(kind)
+    if says_muon():
+        return optimizer_states.named_momentum(kind, optimizer_states.MUON)
+    if len(members) > 1 and _momentum_on_matrices(pairs, tensors):
+        return optimizer_states.named_momentum(kind, optimizer_states.SGD_OR_MUON)
+    return kind
+
+
+def _momentum_on_matrices(pairs: _StatePairs, tensors: Mapping[str, TensorEntry]) -> bool:
+    """Whether every parameter holding SGD's set (momentum_buffer) is a matrix (or a stack
+    of them), as Muon steps only those; positional states tie none to its parameter."""
+    momentum = [
+        name for name, states in pairs.found.items() if optimizer_states.identify(states) == _SGD
+    ]
+    return bool(momentum) and all(len(tensors[pairs.params[n]].shape) >= 2 for n in momentum)
+
+
+_SGD = next(kind for kind in optimizer_states.KNOWN_OPTIMIZERS if kind.name == "SGD")
 
 
 def _record_says_muon(record: _OptimizerRecord) -> bool:
@@ -466,7 +484,7 @@ def optimizer_kind(
     if not pairs.held:
         return None
     muon = any(k.endswith(_MUON_SETTING) and roots.under_optimizer(k) for k in settings)
-    return optimizer_states.held_states(pairs.held, _recognised(pairs, lambda: muon))
+    return optimizer_states.held_states(pairs.held, _recognised(pairs, tensors, lambda: muon))
 
 
 def _check_recorded(
@@ -603,7 +621,8 @@ def _report_no_state(
     stem = record.stem(lost[0])
     if recorded.states is None or stem is None:
         severity = ERROR if saved is None else saved.severity
-        report.add(severity, first, f"{lacking}; {recorded.about}")
+        named = first_of([f"[{params[name]}]" for name in lost], _SHOWN_STATELESS)
+        report.add(severity, first, f"{lacking}: {named}; {recorded.about}")
         return
     missing = recorded.states.missing(())
     expected = f"{stem}.{missing[0]}"

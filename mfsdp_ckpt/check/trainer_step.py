@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.folder_step import folder_named_step
+from mfsdp_ckpt.format.folder_step import ShownStep, folder_named_step, shown_step
 from mfsdp_ckpt.format.saved_objects import load_plain, load_scalars
 from mfsdp_ckpt.format.state_keys import EXTRA_KEY_PREFIX
 from mfsdp_ckpt.format.trainer_state import (
@@ -75,6 +75,13 @@ def trainer_step_problems(
             what = iteration.format(f"Megatron-Bridge, without a {train_state.name},")
             found.append((paths.dist_ckpt, _entry_problem(reader, ITERATION_KEY, what, known)))
     return [(where, problem) for where, problem in found if problem is not None]
+
+
+def checkpoint_step(paths: layout.CheckpointPaths, reader: CheckpointReader) -> ShownStep:
+    """The step of the checkpoint at `paths` whose DCP `reader` reads, and whether only its
+    folder's name gives it: the one answer inspect, validate and export-hf give, so that a
+    script reading one command's --json finds the same step in the others'."""
+    return shown_step(paths, reader.objects, entry_step(reader))
 
 
 def entry_step(reader: CheckpointReader) -> int | None:

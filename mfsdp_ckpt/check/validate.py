@@ -51,13 +51,12 @@ from mfsdp_ckpt.check.storage_checks import (
     check_values,
     files_not_readable,
 )
-from mfsdp_ckpt.check.trainer_step import entry_step, trainer_step_problems
+from mfsdp_ckpt.check.trainer_step import checkpoint_step, trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, path_refusals, run_steps, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import ByteProgress, rehash_like
-from mfsdp_ckpt.format.folder_step import shown_step
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.verl_contents import VerlContentsError
 from mfsdp_ckpt.lora import check_base_model
@@ -158,7 +157,7 @@ def _run_checks(
     except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
         report.add_error(paths.dist_ckpt / layout.DCP_METADATA_FILE, err)
         return report
-    shown = shown_step(paths, reader.objects, entry_step(reader))
+    shown = checkpoint_step(paths, reader)
     report.step, report.step_from = shown.step, shown.source
     _check_metadata_tail(paths, reader, report)
     roots = _state_roots(paths, reader)

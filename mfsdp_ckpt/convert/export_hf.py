@@ -263,7 +263,9 @@ def export_hf(
         _refuse_unloadable_config(prepared, hf_config, out, overwrite)
     merged = merge_adapter_saved_alone(prepared, out, options)
     if merged is not None:
-        return merged.read_from(prepared.source.location, prepared.local_paths)
+        return merged.read_from(
+            prepared.source.location, prepared.local_paths, prepared.source.reader
+        )
     with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
         written = write_planned(prepared, claim.tmp, options)
         mismatches, verify_seconds = _verify_written(written, claim.tmp, prepared, options)
@@ -283,7 +285,7 @@ def export_hf(
         verify_seconds=verify_seconds,
     )
     result.left_out(written.plan.mtp)
-    return result.read_from(prepared.source.location, prepared.local_paths)
+    return result.read_from(prepared.source.location, prepared.local_paths, prepared.source.reader)
 
 
 def _verify_written(

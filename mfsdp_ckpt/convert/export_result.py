@@ -10,10 +10,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from mfsdp_ckpt.check.trainer_step import checkpoint_step
 from mfsdp_ckpt.convert.conversion_result import ConversionResult
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.units import gb_per_s, took
+from mfsdp_ckpt.format.folder_step import ShownStep
 from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
 @dataclass
@@ -30,9 +33,11 @@ class ExportResult(ConversionResult):
     convert_seconds: float | None = None  # reading, converting and writing the tensors
     verify_seconds: float | None = None  # --verify: reading them back, comparing, hashing
     # what was read, as inspect and validate name it: the DCP directory (a URL's location)
-    # and its step, which a run dir's tracker or newest step dir chose (None: none known)
+    # and its step, which a run dir's tracker or newest step dir chose (None: none known),
+    # with `step_from` "folder_name" where only its folder's name gives it (inspect's)
     checkpoint: str | None = None
     step: int | None = None
+    step_from: str | None = None
 
     def published(self, out: os.PathLike | str, started: float) -> ExportResult:
         """This result with the --out it now stands at and the whole command's seconds since
@@ -40,11 +45,22 @@ class ExportResult(ConversionResult):
         self.out_dir, self.seconds = str(out), time.monotonic() - started
         return self
 
-    def read_from(self, location: str, paths: CheckpointPaths | None) -> ExportResult:
+    def read_from(
+        self,
+        location: str,
+        paths: CheckpointPaths | None,
+        reader: CheckpointReader | None = None,
+    ) -> ExportResult:
         """This result naming the checkpoint it was read from (`location`, the DCP directory
-        of a local checkpoint's `paths`) and its step: a pipeline that exports a run dir
-        registers the step it got without a second look, which a newer save could race."""
-        self.checkpoint, self.step = location, None if paths is None else paths.step
+        of a local checkpoint's `paths`, which `reader` reads: opened here where the caller
+        holds none) and its step as inspect gives it (`trainer_step.checkpoint_step`, the
+        folder's number of a torchtitan `step-N` included): a pipeline that exports a run
+        dir registers the step it got without a second look, which a newer save could
+        race."""
+        shown = ShownStep(None)
+        if paths is not None:
+            shown = checkpoint_step(paths, reader or CheckpointReader(paths.dist_ckpt))
+        self.checkpoint, self.step, self.step_from = location, shown.step, shown.source
         return self
 
     def left_out(self, mtp: MtpLayers | None) -> None:

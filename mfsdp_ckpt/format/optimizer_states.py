@@ -121,9 +121,16 @@ def identify(held: Collection[str]) -> OptimizerStates | None:
 # wrote them, each is shaped like its parameter (an unknown or chained set included).
 PER_ELEMENT: frozenset[str] = frozenset().union(*(k.like_parameter for k in KNOWN_OPTIMIZERS))
 
-# Muon keeps SGD's momentum_buffer alone, so the names cannot tell them apart: its stored
-# param groups (`ns_steps`) or the run's record name it (`named_muon`).
+# Muon keeps SGD's momentum_buffer alone (torch.optim.Muon's `momentum_buffer`, Megatron-LM's
+# `--optimizer muon` through emerging_optimizers' OrthogonalizedOptimizer), so the names
+# cannot tell them apart: its stored param groups (`ns_steps`) or the run's record name it
+# (`named_momentum`). Without them, momentum on matrices alone beside Adam's moments on the
+# rest is Muon's layout (torch's Muon refuses any parameter not 2-D; Megatron-LM routes
+# embeddings, the output layer and every non-2-D parameter to Adam), but SGD chained the
+# same way keeps the very same state: such momentum is named as either. Momentum on a
+# vector is SGD's: no Muon steps one.
 MUON = "Muon"
+SGD_OR_MUON = "momentum (SGD or Muon)"
 
 
 def chained(members: Iterable[OptimizerStates]) -> OptimizerStates:
@@ -160,11 +167,11 @@ def identify_each(sets: Iterable[Collection[str]]) -> OptimizerStates | None:
     return chain if chain.explains(union) else None
 
 
-def named_muon(kind: OptimizerStates) -> OptimizerStates:
-    """`kind` with SGD's momentum_buffer named as Muon's, where the checkpoint says Muon
-    wrote it."""
-    names = [MUON if name == "SGD" else name for name in kind.name.split(" + ")]
-    return replace(kind, name=" + ".join(names))
+def named_momentum(kind: OptimizerStates, name: str) -> OptimizerStates:
+    """`kind` with SGD's momentum_buffer named `name`: `MUON` where the checkpoint says Muon
+    wrote it, `SGD_OR_MUON` where its layout fits both."""
+    members = [name if member == "SGD" else member for member in kind.name.split(" + ")]
+    return replace(kind, name=" + ".join(members))
 
 
 @dataclass(frozen=True)
@@ -201,12 +208,14 @@ def known_names() -> str:
 
 __all__ = [
     "KNOWN_OPTIMIZERS",
+    "MUON",
     "PER_ELEMENT",
+    "SGD_OR_MUON",
     "HeldStates",
     "OptimizerStates",
     "held_states",
     "identify",
     "identify_each",
     "known_names",
-    "named_muon",
+    "named_momentum",
 ]

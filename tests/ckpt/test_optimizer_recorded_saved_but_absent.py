@@ -85,8 +85,10 @@ def test_verl_optimizer_listed_but_absent_is_the_lost_whole_error(model, tmp_pat
         (
             "error",
             f"no optimizer state for the {count} parameters ckpt_contents.json records as"
-            " optimized, as its save_contents lists 'optimizer'; no record names the"
-            " optimizer: Megatron's default adam",
+            " optimized, as its save_contents lists 'optimizer':"
+            " [model.module.embedding.word_embeddings.weight],"
+            " [model.module.decoder.final_layernorm.weight], [model.module.output_layer.weight]"
+            f" (+{count - 3} more); no record names the optimizer: Megatron's default adam",
         )
     ], found
     assert report["has_optimizer_state"] is False
@@ -128,7 +130,10 @@ def test_megatron_args_saving_the_optimizer_without_one_is_a_warning(model, tmp_
             f"no optimizer state for the {count} parameters args records as optimized, as its"
             " no_save_optim is None (Megatron-LM's save also leaves the optimizer out"
             " unrecorded when given none, as a model-only save under a training run's args"
-            " is: not judged damage); optimizer 'adam' in args",
+            " is: not judged damage):"
+            " [model.module.embedding.word_embeddings.weight],"
+            " [model.module.decoder.final_layernorm.weight], [model.module.output_layer.weight]"
+            f" (+{count - 3} more); optimizer 'adam' in args",
         )
     ], found
 

@@ -109,15 +109,17 @@ def test_megatron_sgd_without_momentum_keeps_no_state(tmp_path):
     assert code == 0 and errors == []
 
 
-def test_an_optimizer_not_known_here_is_reported_by_count(tmp_path):
+def test_an_optimizer_not_known_here_is_reported_by_count_naming_the_first(tmp_path):
     """Megatron-LM's Muon keeps states this check does not know: their names are not
-    guessed, the loss is still an error."""
+    guessed, the loss is still an error, naming the first few parameters (it named none)."""
     run, count = _megatron(tmp_path, optimizer="muon")
     code, errors, _ = _errors(run)
     assert code == 1 and len(errors) == 1, errors
     assert errors[0][1] == (
         f"no optimizer state for the {count} parameters param_to_group_meta names as"
-        " optimized; optimizer 'muon' in args, whose states are not known here"
+        " optimized: [model.module.embedding.word_embeddings.weight],"
+        " [model.module.decoder.final_layernorm.weight], [model.module.output_layer.weight]"
+        f" (+{count - 3} more); optimizer 'muon' in args, whose states are not known here"
     )
 
 
@@ -188,9 +190,11 @@ def test_an_mfsdp_step_whose_states_are_gone_is_one_error(tmp_path):
     assert where == "[model.model.embed_tokens.weight]"
     assert message.startswith("no optimizer state for the ")
     assert message.endswith(
-        " parameters the manifest records as optimized, as it lists 'optimizer';"
+        " parameters the manifest records as optimized, as it lists 'optimizer':"
+        " [model.model.embed_tokens.weight], [model.model.layers.0.self_attn.q_proj.weight],"
+        " [model.model.layers.0.self_attn.k_proj.weight] (+17 more);"
         " which optimizer, and so which states, is not recorded"
-    )
+    ), message
 
 
 def test_an_mfsdp_step_without_any_optimizer_entry_is_the_contents_error_alone(tmp_path):

@@ -30,6 +30,7 @@ EXPORT_KEYS = [
     "verify_seconds",
     "checkpoint",
     "step",
+    "step_from",
     "gb_per_s",
     "convert_gb_per_s",
     "verify_gb_per_s",
