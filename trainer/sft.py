@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +76,8 @@ class SFTSteps(StepHooks):
     strategy: Strategy
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    train: list[Example]
-    val: list[Example]
+    train: Sequence[Example]
+    val: Sequence[Example]
     pad_id: int
     flops_per_token: float
     attention_flops_factor: float
@@ -118,7 +119,7 @@ class SFTSteps(StepHooks):
             info={"train_loss": self.result.losses.get(step), "total_steps": self.run.total_steps},
         )
 
-    def _micro_batches(self, examples: list[Example], rows: list[int]) -> list[MicroBatch]:
+    def _micro_batches(self, examples: Sequence[Example], rows: list[int]) -> list[MicroBatch]:
         """This rank's micro-batches for `rows`, as many as the busiest rank needs."""
         data = self.cfg.data
         mine = {row: examples[row] for row in rows}

@@ -37,6 +37,7 @@ from trainer.data.chat import (
     turn_texts,
 )
 from trainer.data.files import read_rows_with_origins
+from trainer.data.row_table import IntLists, Pickled, RowTable, Shared, TextTuples
 from trainer.data.table_kinds import table_kind_hint
 from trainer.grpo.config import RLDataConfig
 from trainer.progress import item_bar
@@ -66,6 +67,22 @@ class RLPrompt:
     prompt: tuple[str, ...] = ()
     # those turns' other keys with a value (`turn_keys_texts`), digested apart from `prompt`
     prompt_keys: tuple[str, ...] = ()
+
+
+def prompt_table() -> RowTable[RLPrompt]:
+    """Prompts held as flat arrays (`row_table`): a list of them held each token id as a
+    Python int and each row's extra_info as a dict, on every rank, for the whole run."""
+    return RowTable(
+        RLPrompt,
+        {
+            "prompt_ids": IntLists("i"),
+            "data_source": Shared(),
+            "ground_truth": Pickled(),
+            "extra_info": Pickled(),
+            "prompt": TextTuples(),
+            "prompt_keys": TextTuples(),
+        },
+    )
 
 
 def chat_turns(prompt: Any) -> list[dict]:
@@ -147,7 +164,7 @@ def load_rl_prompts(
     progress: bool = False,
     limit: int | None = None,
     custom_reward: bool = False,
-) -> tuple[list[RLPrompt], int]:
+) -> tuple[RowTable[RLPrompt], int]:
     """(prompts, number of rows dropped for being longer than data.max_prompt_length).
     `custom_reward`: a `reward.path` function scores the rows, which may take a ground truth
     the built-in rules cannot (a list, a dict)."""
@@ -156,7 +173,7 @@ def load_rl_prompts(
     read = (cfg.prompt_key, *RL_COLUMNS)
     rows, origins = read_rows_with_origins(files, read)
     rows = rows[:limit]
-    prompts, dropped, shortest = [], 0, math.inf
+    prompts, dropped, shortest = prompt_table(), 0, math.inf
     # a prompt over the limit is dropped with the filter on, refused with it off
     remedy = None if cfg.filter_overlong_prompts else "data.filter_overlong_prompts=true"
     bound = row_limit(tokenizer, "data.max_prompt_length", cfg.max_prompt_length, remedy=remedy)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,8 +110,8 @@ class GRPOSteps(StepHooks):
     scorer: RewardScorer
     tokenizer: Any
     pad_id: int
-    train: list[RLPrompt]
-    val: list[RLPrompt]
+    train: Sequence[RLPrompt]
+    val: Sequence[RLPrompt]
     rollout_name: str  # the engine that runs, recorded in every manifest
     reference_record: ReferenceRecord  # recorded in every manifest: how to rebuild the reference
     result: GRPOResult
@@ -179,7 +179,7 @@ class GRPOSteps(StepHooks):
     def close(self) -> None:
         self.engine.close()
 
-    def _score(self, prompts: list[RLPrompt], prompt_index: list[int], texts: list[str]):
+    def _score(self, prompts: Sequence[RLPrompt], prompt_index: list[int], texts: list[str]):
         rows = [prompts[i] for i in prompt_index]
         return self.scorer(
             [r.data_source for r in rows],
@@ -192,7 +192,7 @@ class GRPOSteps(StepHooks):
         self,
         directory: str,
         step: int,
-        prompts: list[RLPrompt],
+        prompts: Sequence[RLPrompt],
         prompt_index: list[int],
         texts: list[str],
         scores: Scores,
@@ -522,7 +522,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     train, dropped = load_rl_prompts(
         cfg.data.train_files, cfg.data, tokenizer, progress=show, custom_reward=custom
     )
-    val = []
+    val: Sequence[RLPrompt] = []
     if cfg.data.val_files:
         val = load_rl_prompts(
             cfg.data.val_files,
