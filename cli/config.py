@@ -97,8 +97,10 @@ def check(trainer: str, config_path: str | None, as_json: bool, overrides: tuple
     """Check the config `mfsdp train TRAINER --config FILE OVERRIDES` would run (TRAINER:
     sft or grpo), as train checks it before it loads anything: key names, types and ranges,
     keys that disagree (GRPO's batch sizes, split as for one rank), verl's keys, the paths
-    it names (model, tokenizer, data files, run dir). Nothing is loaded or written, and
-    torch is not imported.
+    it names (model, tokenizer, data files, run dir). Nothing is written, and torch is not
+    imported, except that `model.overrides` are checked as train checks them, against the
+    model's transformers config (a key it lacks, a value it refuses): that loads transformers
+    and torch, and the tokenizer, but no weights.
 
     Exit 0 with `ok: FILE is a valid mfsdp TRAINER config`; else the one line `mfsdp train`
     would print for the first problem, with the exit status train would give: 2 for a bad

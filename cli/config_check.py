@@ -3,10 +3,12 @@
 A config's mistakes (a key name, a type, a range, two keys that disagree, a path that is not
 there) are found by `mfsdp train` before it loads torch; on a good config it then trains,
 and on a 7B one loads the model. Here the same checks run, in the same order and with the
-same lines (`load_checked_config`, `check_data_files`), and nothing is loaded, written or
-started. What the machine has (GPUs, vLLM or megatron-fsdp installed, a wandb key) is left
-out: a config is checked on a login node and run on another machine, whose `mfsdp train`
-checks those before it loads anything.
+same lines (`load_checked_config`, `check_data_files`), and nothing is written or started.
+`model.overrides` alone need the model's transformers config: where they are given, the
+tokenizer and that config are built as train builds them (no weights, no model). What the
+machine has (GPUs, vLLM or megatron-fsdp installed, a wandb key) is left out: a config is
+checked on a login node and run on another machine, whose `mfsdp train` checks those before
+it loads anything.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from cli.launch import check_data_files, load_checked_config
 from cli.missing_path import refuse_missing
 
 if TYPE_CHECKING:
+    from trainer.config import ModelConfig
     from trainer.model_source import ModelSource
 
 
@@ -48,7 +51,22 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     _refuse_uncomputable_record(source)
     if trainer == "grpo":
         check_context_length(cfg, source)
+    _check_model_overrides(cfg.model)
     return cfg
+
+
+def _check_model_overrides(model: ModelConfig) -> None:
+    """`model.overrides` checked as train checks them before it builds the model: the
+    tokenizer, then the transformers config of the model source with the overrides
+    (`load_tokenizer`, `build_hf_config`, the functions train calls; no weights are read and
+    no model is built). A misspelt key, a `hidden_act` transformers lacks or text where it
+    takes a bool passed here and was refused only by train, after torch had loaded on every
+    node. This needs transformers (and torch), so it runs only where overrides are given."""
+    if not model.overrides:
+        return
+    from trainer.model import build_hf_config, load_tokenizer
+
+    build_hf_config(model, load_tokenizer(model))
 
 
 def _refuse_uncomputable_record(source: ModelSource | None) -> None:

@@ -25,6 +25,8 @@ KEY = UNTYPED
 # Read by every supported family's modelling code though its config class has no such field
 # (Qwen2's attention: `getattr(config, "head_dim", hidden_size // num_attention_heads)`).
 READ_BY_MODELS = frozenset({"head_dim"})
+# The fields the supported families look up in transformers' table of activations.
+ACTIVATION_KEYS = frozenset({"hidden_act", "hidden_activation"})
 
 
 def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], overrides: dict) -> Any:
@@ -39,6 +41,7 @@ def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], override
     for key in overrides:
         if key not in known:
             raise ConfigError(_unknown_key(base, known, key))
+    _refuse_unknown_activation(overrides)
     try:  # a copy: transformers fills in a `rope_scaling` dict it is given
         return make(copy.deepcopy(overrides))
     except Exception as err:  # a strict-dataclass error, TypeError, ValueError, ...
@@ -188,6 +191,24 @@ def _rope_keys_moved(base: Any, known: set[str], overrides: dict) -> dict:
         kept["rope_scaling"] = scaling  # not a mapping: transformers names what is wrong
     kept["rope_parameters"] = {k: v for k, v in {**start, **changes}.items() if v is not None}
     return kept
+
+
+def _refuse_unknown_activation(overrides: dict) -> None:
+    """Refuse an activation transformers has no function for (`hidden_act: nope`): its config
+    takes any text there, and the model failed only while it was built, after the launch,
+    as a KeyError naming no key. The names are transformers' own (`ACT2FN`)."""
+    for key in ACTIVATION_KEYS & overrides.keys():
+        value = overrides[key]
+        if not isinstance(value, str):
+            continue  # not text: transformers' own type check names it
+        from transformers.activations import ACT2FN
+
+        if value not in ACT2FN:
+            close = difflib.get_close_matches(value, list(ACT2FN), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else f"; one of {', '.join(ACT2FN)}"
+            raise ConfigError(
+                f"{KEY}.{key}: {shown_value(value)} is no activation transformers has{hint}"
+            )
 
 
 def _unknown_key(base: Any, known: set[str], key: Any) -> str:

@@ -4,7 +4,9 @@ Tensor names, file names and messages that quote them come from files anyone may
 crafted. Printed raw, an ANSI escape recolours or clears the terminal, a newline forges a
 line of its own (`valid: ...` under an INVALID verdict), a bidi override reorders what the
 reader sees, and a 200,000-character name fills the screen (or a log) with one line.
-`printable` writes every such character as a Python-style escape and caps the length;
+A letter from another script that looks like an ASCII one, in a name that is otherwise
+ASCII, makes two names read as one. `printable` writes every such character as a Python-style
+escape and caps the length;
 `--json` output needs only the cap (`cut_to`: json.dumps escapes control characters itself).
 
 `error_line` is the one way an exception becomes part of such a line: a library's message
@@ -15,7 +17,9 @@ one way a line names some of many items: the first few, then how many more there
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
+from itertools import groupby
 
 MAX_PRINTED_CHARS = 2000  # one printed line; real tensor names and paths are far shorter
 MAX_ERROR_CHARS = 300  # what an exception adds to a line: its gist, never a page of it
@@ -49,12 +53,59 @@ def cut_to(text: str, limit: int = MAX_PRINTED_CHARS) -> str:
 def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
     """`text` with every character str.isprintable() rejects (controls, escapes, line and paragraph
     separators, bidi and other format characters, unassigned code points) written as `\\x1b`,
-    `\\u202e`, ..., cut to `limit` characters (its start and end, with a note of how many were left
-    out between them)."""
+    `\\u202e`, ..., and every lookalike of an ASCII character (`_lookalikes_escaped`) so
+    too, cut to `limit` characters (its start and end, with a note of how many were left out
+    between them)."""
     text = cut_to(str(text), limit)
     if not text.isprintable():
         text = "".join(c if c.isprintable() else escaped(c) for c in text)
+    if not text.isascii():
+        text = _lookalikes_escaped(text)
     return text
+
+
+# Scripts whose letters pass for Latin ones (a Cyrillic o, U+043E; a Greek omicron, U+03BF).
+_LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
+
+
+def _lookalikes_escaped(text: str) -> str:
+    """`text` with each character that passes for an ASCII one written as its escape:
+    one whose compatibility form is ASCII (a fullwidth n, U+FF4E; a mathematical bold A), and,
+    in a part of a name that holds ASCII letters too, a letter of a script that looks Latin
+    or a combining mark (`n\\u043erm`, `norme\\u0301`). Real tensor names are ASCII: a name
+    holding a Cyrillic o printed as is reads as `model.norm.weight`, and validate then said
+    that name was both missing and present. A part written in another script alone (a
+    Cyrillic or Chinese directory name) and accented Latin (`josé`) print as they are."""
+
+    printed = []
+    for in_name, run in groupby(text, _in_a_name_part):
+        found = "".join(run)
+        if not in_name:  # punctuation between parts (`…`, `—`) passes for no name
+            printed.append(found)
+            continue
+        mixed = any(c.isascii() for c in found) and not found.isascii()
+        printed += [escaped(c) if _passes_for_ascii(c, mixed) else c for c in found]
+    return "".join(printed)
+
+
+def _in_a_name_part(char: str) -> bool:
+    """Whether `char` belongs to a part of a tensor name, key or path (`norm` of
+    `model.norm.weight`, `run` of `/data/run`): a letter, a digit or a combining mark."""
+    return char.isalnum() or unicodedata.category(char).startswith("M")
+
+
+def _passes_for_ascii(char: str, among_ascii: bool) -> bool:
+    """Whether non-ASCII `char` reads as an ASCII character: by its compatibility form, or,
+    `among_ascii` letters, as a Latin-looking script's letter or a mark over the one before."""
+    if char.isascii():
+        return False
+    if unicodedata.normalize("NFKC", char).isascii():
+        return True
+    if not among_ascii:
+        return False
+    if unicodedata.category(char).startswith("M"):
+        return True
+    return unicodedata.name(char, "").startswith(_LOOKALIKE_SCRIPTS)
 
 
 # What an exception says when its own `__str__` fails (a user's class with a typo in it)

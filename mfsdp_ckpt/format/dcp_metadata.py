@@ -255,7 +255,32 @@ def _ints(value: Any, what: str) -> None:
         or len(value) > MAX_RANK
         or not all(_is_int(v) for v in value)
     ):
-        _fail(f"{what}: expected at most {MAX_RANK} ints in [0, 2**63), got {type(value).__name__}")
+        _fail(f"{what}: expected at most {MAX_RANK} ints in [0, 2**63), got {_shown(value)}")
+
+
+MAX_SHOWN_CHARS = 200  # of a refused value in a message: the bad number, never a page
+
+
+def _shown(value: Any) -> str:
+    """`value` as a refusal quotes it, so the line says what is wrong (`(-64,)`, not
+    `tuple`): an int, bool, float or None written out, a tuple or list as the tuple of its
+    items written so (cut to MAX_SHOWN_CHARS characters), anything else by its type's name.
+    An int too long to write (a crafted one of a million digits: `repr` fails past 4300) is
+    shown by its size."""
+    if isinstance(value, (tuple, list)):
+        items = [_shown_item(item) for item in value[: MAX_SHOWN_CHARS // 2]]
+        more = ", ..." if len(value) > len(items) else ("," if len(items) == 1 else "")
+        return cut_to(f"({', '.join(items)}{more})", MAX_SHOWN_CHARS)
+    return _shown_item(value)
+
+
+def _shown_item(value: Any) -> str:
+    if type(value) is int:
+        bits = value.bit_length()
+        return str(value) if bits <= 256 else f"an int of {bits} bits"
+    if value is None or type(value) in (bool, float):
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def _field(obj: Any, name: str, what: str) -> Any:
@@ -377,7 +402,7 @@ def _check_tensor(key: str, item: Any, table: _Table, expansion: Expansion) -> N
         _fail(f"{key}: layout is not a torch layout")
     for flag in ("requires_grad", "pin_memory"):
         if type(_field(properties, flag, key)) is not bool:
-            _fail(f"{key}: {flag} is not a bool")
+            _fail(f"{key}: {flag} is {_shown(getattr(properties, flag))}, not a bool")
     size = _field(item, "size", key)
     _ints(size, f"{key}: shape")
     chunks = _field(item, "chunks", key)
@@ -415,14 +440,14 @@ def _check_storage(storage: Any, table: _Table, expansion: Expansion, steps: Che
         if offset is not None:
             _ints(offset, f"{where} index offset")
         if _field(index, "index", where) is not None and not _is_int(index.index):
-            _fail(f"{where}: index is not an int")
+            _fail(f"{where}: index is {_shown(index.index)}, not an int in [0, 2**63)")
         if not isinstance(info, table.storage_info):
             _fail(f"{where}: entry is a {type(info).__name__}, not _StorageInfo")
         if type(_field(info, "relative_path", where)) is not str:
             _fail(f"{where}: file name is a {type(info.relative_path).__name__}")
         for name in ("offset", "length"):
             if not _is_int(_field(info, name, where)):
-                _fail(f"{where}: {name} is not an int in [0, 2**63)")
+                _fail(f"{where}: {name} is {_shown(getattr(info, name))}, not an int in [0, 2**63)")
         transforms = getattr(info, "transform_descriptors", None)
         if transforms is None:
             continue

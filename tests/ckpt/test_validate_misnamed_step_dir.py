@@ -41,9 +41,10 @@ def test_a_number_spelled_otherwise_is_an_error_naming_the_name(run, number):
     code, out, err = run_cli("ckpt", "validate", step)
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert code == 1 and out.splitlines()[-1].startswith("INVALID:"), out + err
+    shown = str(step).replace("\uff12", "\\uff12")  # escaped: it reads as an ASCII 2
     assert errors == [
-        f"error: {step / 'manifest.json'}: says step 2, but the directory is named"
-        f" {step.name}, not global_step_2"
+        f"error: {shown}/manifest.json: says step 2, but the directory is named"
+        f" {Path(shown).name}, not global_step_2"
     ], out
 
 

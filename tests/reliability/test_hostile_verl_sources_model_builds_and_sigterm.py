@@ -33,13 +33,15 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from mfsdp_ckpt.check.printable import printable
 from tests.support.cli_errors import one_error
-from tests.support.model_dirs import config_edit, train, train_from
+from tests.support.model_dirs import config_edit, train_from_args
+from tests.support.one_python import Ran, mfsdp_each
 from tests.support.paths import REPO
 from tests.support.sft import write_chat_jsonl
 from tests.support.waiting import wait_until
@@ -123,26 +125,49 @@ def test_a_model_dir_config_transformers_cannot_build_is_named(tmp_path, trainab
     assert words in message and "\n" not in message, message
 
 
-@pytest.mark.parametrize("case", list(BAD_BUILDS))
-def test_overrides_transformers_cannot_build_are_a_usage_error(case):
-    changes, words = BAD_BUILDS[case]
+def test_an_override_activation_transformers_lacks_is_a_usage_error_before_the_build():
+    """Was "transformers cannot build the model (KeyError: ...)" once the model was built;
+    now refused where the overrides are read, as `config check` reads them."""
     with pytest.raises(ConfigError) as caught:
-        _build(ModelConfig(overrides=changes))
-    assert str(caught.value).startswith("model.overrides: transformers cannot build the model")
-    assert words in printable(str(caught.value)), caught.value
-
-
-def test_a_run_whose_model_cannot_be_built_ends_in_one_line(tmp_path):
-    """Was a traceback of 80 lines (the rank's, prefixed [rank0]:) and exit 1."""
-    code, err = train(
-        "sft",
-        "model.overrides={hidden_act: nope}",
-        f"trainer.run_dir={tmp_path / 'run'}",
-        "trainer.total_steps=1",
-        f"data.train_files={write_chat_jsonl(tmp_path / 'train.jsonl', rows=24)}",
+        _build(ModelConfig(overrides={"hidden_act": "\x1b[2Jswish9"}))
+    message = printable(str(caught.value))
+    assert message == (
+        'model.overrides.hidden_act: "\\e[2Jswish9" is no activation transformers has; did you'
+        " mean swish?"
     )
-    assert code == 2, err
-    one_error(err, "model.overrides: transformers cannot build the model (KeyError: 'nope')")
+
+
+@pytest.fixture(scope="module")
+def refused_runs(tmp_path_factory, trainable) -> tuple[Path, dict[str, Ran]]:
+    """Two `mfsdp train sft` runs the ranks refuse once torch and transformers are loaded, in
+    one interpreter (`mfsdp_each`): "build", whose model dir's config.json transformers
+    cannot build (a copy of `trainable`'s in ROOT/build/model), and "template", whose model
+    dir's chat template raises on the first row (in ROOT/template/model). ROOT, and each
+    run's exit status and lines."""
+    source, table = trainable
+    root = tmp_path_factory.mktemp("refused_runs")
+    unbuildable = root / "build" / "model"
+    shutil.copytree(source, unbuildable)
+    config_edit(hidden_act="nope")(unbuildable)
+    model = root / "template" / "model"
+    shutil.copytree(source, model)
+    (model / "chat_template.jinja").write_text(HOSTILE_TEMPLATES["raises"][0])
+    commands = {
+        "build": train_from_args(unbuildable, table, root / "build" / "run"),
+        "template": train_from_args(model, table, root / "template" / "run"),
+    }
+    return root, mfsdp_each(commands)
+
+
+def test_a_run_whose_model_cannot_be_built_ends_in_one_line(refused_runs):
+    """Was a traceback of 80 lines (the rank's, prefixed [rank0]:) and exit 1."""
+    root, ran = refused_runs
+    done = ran["build"]
+    assert done.returncode == 1, done.stderr
+    config = root / "build" / "model" / "config.json"
+    one_error(
+        done.stderr, f"{config}: transformers cannot build the model from it (KeyError: 'nope')"
+    )
 
 
 def test_a_model_that_builds_still_builds(trainable):
@@ -278,14 +303,11 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the bound's handler is gone
 
 
-def test_a_run_whose_template_raises_ends_in_one_escaped_line(tmp_path, trainable):
+def test_a_run_whose_template_raises_ends_in_one_escaped_line(refused_runs, trainable):
     """Was the rank's traceback, the template's message printed raw (escapes, newlines)."""
-    model = tmp_path / "model"
-    shutil.copytree(trainable[0], model)
-    (model / "chat_template.jinja").write_text(HOSTILE_TEMPLATES["raises"][0])
-    code, err = train_from(model, trainable[1], tmp_path / "run")
-    assert code == 2, err
-    one_error(err, str(trainable[1]), "row 1", "(TemplateError: bad\\x1b[2J row)")
+    done = refused_runs[1]["template"]
+    assert done.returncode == 2, done.stderr
+    one_error(done.stderr, str(trainable[1]), "row 1", "(TemplateError: bad\\x1b[2J row)")
 
 
 def test_a_tokenizer_whose_regex_gives_up_is_named_not_a_panic(tmp_path, trainable):
