@@ -210,9 +210,13 @@ def test_a_second_run_into_the_same_run_dir_says_the_step_it_resumes_from(tmp_pa
     run = tmp_path / "run"
     common = ["train", "sft", "--config", "examples/sft_tiny_cpu.yaml", f"trainer.run_dir={run}"]
     common += [f"data.train_files={data}", "trainer.progress_bar=false", "trainer.eval_every=0"]
-    first = mfsdp(*common, "trainer.total_steps=2")
+    # one after the other in one interpreter (`mfsdp_each`), as a sweep runs them: each
+    # loaded torch and transformers in a process of its own before
+    ran = mfsdp_each(
+        {"first": [*common, "trainer.total_steps=2"], "second": [*common, "trainer.total_steps=3"]}
+    )
+    first, second = ran["first"], ran["second"]
     assert first.returncode == 0, first.stderr
-    second = mfsdp(*common, "trainer.total_steps=3")
     assert second.returncode == 0, second.stderr
     header = [line for line in second.stderr.splitlines() if " steps " in line]
     assert len(header) == 1 and header[0].endswith(

@@ -26,14 +26,12 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from tests.support.cli_errors import lines_besides_starting
 from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
 from tests.support.launched_sft import (
-    launch_tiny_sft,
     lines_until_step,
     step_reached,
     train_until_stopped,
 )
 from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
-from tests.support.sft import write_chat_jsonl
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 BAD_YAML = "model:\n  shape: tiny\noptim:\n  lr: [1\n"  # the bracket opens at line 4, column 7
@@ -174,14 +172,48 @@ def test_cuda_without_a_gpu_and_more_ranks_than_gpus_are_usage_errors(monkeypatc
         distributed.check_gpus_for_local_ranks(2)
 
 
-def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
+@pytest.fixture(scope="module")
+def launched_from_a_project(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """`mfsdp train sft --nproc-per-node 2` given an RL table, run from a training project's
+    folder whose own `trainer/` and `cli/` packages fail as they are imported: the finished
+    launch and the table. One launch (two ranks, each loading torch) read by the two tests
+    below, each on a path of its own: every rank meeting the same usage mistake, and the
+    ranks importing mfsdp's code wherever they are run from (they get as far as reading the
+    table's first row, in mfsdp's `trainer.data`)."""
     from trainer.grpo.synthetic import write_addition_data
 
-    rl_table = write_addition_data(tmp_path / "data")["rl_train"]  # RL rows: no `messages`
-    process = launch_tiny_sft(tmp_path, f"data.train_files={rl_table}")
-    _out, err = process.communicate(timeout=300)
-    assert process.returncode == 2, err
-    assert lines_besides_starting(err) == [
+    root = tmp_path_factory.mktemp("launched_from_a_project")
+    rl_table = write_addition_data(root / "data")["rl_train"]  # RL rows: no `messages`
+    project = root / "project"
+    for package in ("trainer", "cli"):
+        (project / package).mkdir(parents=True)
+        (project / package / "__init__.py").write_text(f"raise ImportError('the user's {package}')")
+    command = [
+        sys.executable,
+        "-c",
+        f"import sys; sys.path.insert(0, {str(REPO)!r})\nfrom cli.main import main; main()",
+        *("train", "sft", "--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", "2"),
+        f"data.train_files={rl_table}",
+        f"trainer.run_dir={root / 'run'}",
+        "trainer.progress_bar=false",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    done = subprocess.run(
+        command,
+        cwd=project,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done, rl_table
+
+
+def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(launched_from_a_project):
+    done, rl_table = launched_from_a_project
+    assert done.returncode == 2, done.stderr
+    assert "launching 2 processes" in done.stderr, done.stderr  # the ranks met it
+    assert lines_besides_starting(done.stderr) == [
         f"error: {rl_table} row 1: no 'messages' column and no 'prompt'/'response' columns"
         " (found: data_source, prompt, ability, reward_model, extra_info); a verl RL table"
         " (prompts and rewards): `mfsdp train grpo` reads it"
@@ -324,34 +356,13 @@ def test_import_hf_given_the_weights_file_names_the_dir_to_give(tmp_path):
     ]
 
 
-def test_a_users_own_trainer_or_cli_package_in_the_working_directory_is_not_imported(tmp_path):
+def test_a_users_own_trainer_or_cli_package_in_the_working_directory_is_not_imported(
+    launched_from_a_project,
+):
     """The ranks run `python -m cli.train`, whose sys.path starts with the working
     directory: a training project's own `trainer/` package there was imported instead of
-    mfsdp's, and `--nproc-per-node 2` died with its traceback."""
-    project = tmp_path / "project"
-    for package in ("trainer", "cli"):
-        (project / package).mkdir(parents=True)
-        (project / package / "__init__.py").write_text(f"raise ImportError('the user's {package}')")
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
-    command = [
-        sys.executable,
-        "-c",
-        f"import sys; sys.path.insert(0, {str(REPO)!r})\nfrom cli.main import main; main()",
-        "train",
-        "sft",
-        "--config",
-        str(EXAMPLES / "sft_tiny_cpu.yaml"),
-        "--nproc-per-node",
-        "2",
-        f"data.train_files={data}",
-        "trainer.total_steps=1",
-        "data.global_batch_size=2",
-        "data.val_ratio=0",
-        f"trainer.run_dir={tmp_path / 'run'}",
-    ]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
-    done = subprocess.run(
-        command, cwd=project, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    assert "the user's" not in done.stderr
+    mfsdp's, and `--nproc-per-node 2` died with its traceback. The ranks here read the data
+    with mfsdp's `trainer` (its refusal of the table is their line, not an ImportError)."""
+    done, rl_table = launched_from_a_project
+    assert "the user's" not in done.stderr, done.stderr
+    assert done.returncode == 2 and f"error: {rl_table} row 1: " in done.stderr, done.stderr

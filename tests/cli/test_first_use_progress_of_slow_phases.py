@@ -107,6 +107,11 @@ def test_a_merged_lora_export_draws_a_labelled_bar_while_it_hashes_the_base(
 def _lines_of(*args: str) -> list[str]:
     """`mfsdp ARGS` in a fresh interpreter, stdout and stderr as one stream, as a terminal or a
     log file shows them (the order the lines came in)."""
+    return _output_of(*args).splitlines()
+
+
+def _output_of(*args: str) -> str:
+    """`_lines_of`'s stream as it came, carriage returns and all."""
     done = subprocess.run(
         [sys.executable, "-c", "from cli.main import main; main()", *args],
         cwd=REPO,
@@ -116,7 +121,7 @@ def _lines_of(*args: str) -> list[str]:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout
-    return done.stdout.splitlines()
+    return done.stdout
 
 
 def _in_order(lines: list[str], expected: list[str]) -> None:
@@ -154,20 +159,35 @@ def test_each_slow_phase_of_the_demo_says_so_as_it_starts(tmp_path):
     )
 
 
-def test_a_launched_training_run_says_so_before_torchrun_and_the_ranks_load(tmp_path):
-    rows = write_chat_jsonl(tmp_path / "train.jsonl", rows=64)
-    lines = _lines_of(
+@pytest.fixture(scope="module")
+def launched_to_a_pipe(tmp_path_factory) -> str:
+    """`mfsdp train sft --nproc-per-node 2`, one step from a model dir with weights, logged to
+    a pipe (`_output_of`): what it printed. One launch (two ranks, each loading torch and
+    the weights) read by the two tests below, each on a path of its own: the launcher's and
+    the ranks' phase lines, and the library's weight-loading bar each rank leaves out where
+    the run draws no bar of its own (rank 0 on a pipe takes the branch a single process
+    logged to a pipe takes: `cli.launch._quiet_library_bars`)."""
+    from trainer.tiny import build_tiny_model_dir
+
+    root = tmp_path_factory.mktemp("launched_to_a_pipe")
+    model = build_tiny_model_dir(root / "model", with_weights=True)
+    rows = write_chat_jsonl(root / "train.jsonl", rows=64)
+    return _output_of(
         "train",
         "sft",
         "--config",
         "examples/sft_tiny_cpu.yaml",
         "--nproc-per-node",
         "2",
+        f"model.path={model}",
         f"data.train_files={rows}",
-        f"trainer.run_dir={tmp_path / 'run'}",
+        f"trainer.run_dir={root / 'run'}",
         "trainer.total_steps=1",
-        "trainer.progress_bar=false",
     )
+
+
+def test_a_launched_training_run_says_so_before_torchrun_and_the_ranks_load(launched_to_a_pipe):
+    lines = launched_to_a_pipe.splitlines()
     _in_order(
         lines,
         [
@@ -181,28 +201,11 @@ def test_a_launched_training_run_says_so_before_torchrun_and_the_ranks_load(tmp_
     assert sum("loading torch" in line for line in lines) == 1  # rank 0 only
 
 
-def test_a_run_logged_to_a_pipe_draws_no_weight_loading_bar(tmp_path):
+def test_a_run_logged_to_a_pipe_draws_no_weight_loading_bar(launched_to_a_pipe):
     """transformers' "Loading weights" bar came as carriage-return lines into logs, once per
     rank; the run's own bar is drawn only on a terminal, and now the library's follows."""
-    from tests.support.fresh_python import mfsdp
-    from trainer.tiny import build_tiny_model_dir
-
-    model = build_tiny_model_dir(tmp_path / "model", with_weights=True)
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
-    done = mfsdp(
-        "train",
-        "sft",
-        "--config",
-        "examples/sft_tiny_cpu.yaml",
-        f"model.path={model}",
-        f"data.train_files={data}",
-        "trainer.total_steps=1",
-        f"trainer.run_dir={tmp_path / 'run'}",
-        "data.global_batch_size=2",
-        "data.val_ratio=0",
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Loading weights" not in done.stderr and "\r" not in done.stderr, done.stderr
+    assert "\r" not in launched_to_a_pipe, launched_to_a_pipe
+    assert "Loading weights" not in launched_to_a_pipe, launched_to_a_pipe
 
 
 @pytest.mark.parametrize("rank, quiet", [("0", False), ("1", True)])

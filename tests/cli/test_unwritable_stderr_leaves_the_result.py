@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,23 +57,39 @@ def _result(done: Any) -> dict[str, Any]:
     return {key: value for key, value in printed.items() if not key.endswith(VARYING)}
 
 
-def _twice(tmp_path: Path, how: str, *args: str, **env: str) -> tuple[Any, Any]:
-    """`mfsdp ARGS` with a readable stderr, then with stderr as `how` says, each in a folder
-    of its own: the relative paths they write and name are the same."""
-    runs = []
-    for folder in ("normal", "unwritable"):
-        (tmp_path / folder).mkdir()
-        runs.append(
-            _mfsdp(
-                *args, how="readable" if folder == "normal" else how, cwd=tmp_path / folder, **env
-            )
-        )
-    return runs[0], runs[1]
+@pytest.fixture(scope="module")
+def normal_run(tmp_path_factory) -> Callable[..., tuple[Any, Path]]:
+    """`mfsdp ARGS` with a readable stderr, in a folder of its own: the finished process and
+    that folder. Run once per ARGS and environment in this module, however many unwritable
+    stderrs are compared with it (each such comparison otherwise loaded torch once more for
+    the same normal run)."""
+    ran: dict[tuple, tuple[Any, Path]] = {}
+
+    def run(*args: str, **env: str) -> tuple[Any, Path]:
+        key = (args, tuple(sorted(env.items())))
+        if key not in ran:
+            folder = tmp_path_factory.mktemp("normal")
+            ran[key] = (_mfsdp(*args, cwd=folder, **env), folder)
+        return ran[key]
+
+    return run
+
+
+def _twice(
+    normal_run: Callable[..., tuple[Any, Path]], tmp_path: Path, how: str, *args: str, **env: str
+) -> tuple[Any, Any, Path]:
+    """`mfsdp ARGS` with a readable stderr (`normal_run`), then with stderr as `how` says in
+    `tmp_path/unwritable`: both processes, and the folder the normal one ran in. Each runs in
+    a folder of its own, so the relative paths they write and name are the same."""
+    normal, folder = normal_run(*args, **env)
+    (tmp_path / "unwritable").mkdir()
+    return normal, _mfsdp(*args, how=how, cwd=tmp_path / "unwritable", **env), folder
 
 
 @pytest.mark.parametrize("how", UNWRITABLE)
-def test_an_export_with_a_note_is_reported_as_a_normal_run_reports_it(tmp_path, how):
-    normal, done = _twice(
+def test_an_export_with_a_note_is_reported_as_a_normal_run_reports_it(normal_run, tmp_path, how):
+    normal, done, normal_folder = _twice(
+        normal_run,
         tmp_path,
         how,
         "ckpt",
@@ -88,15 +104,23 @@ def test_an_export_with_a_note_is_reported_as_a_normal_run_reports_it(tmp_path, 
     assert normal.returncode == 0 and "note: " in normal.stderr, normal.stderr
     assert (done.returncode, _result(done)) == (0, _result(normal))
     assert sorted(p.name for p in (tmp_path / "unwritable" / "hf").iterdir()) == sorted(
-        p.name for p in (tmp_path / "normal" / "hf").iterdir()
+        p.name for p in (normal_folder / "hf").iterdir()
     )
 
 
-@pytest.mark.parametrize("how", UNWRITABLE)
-def test_an_import_is_reported_and_valid(tmp_path, how):
-    hf = tmp_path / "hf"
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    """The fixture run exported, for the imports below to read (they only read it)."""
+    hf = tmp_path_factory.mktemp("exported") / "hf"
     assert _mfsdp("ckpt", "export-hf", str(FSDP_RUN), "--out", str(hf)).returncode == 0
-    normal, done = _twice(tmp_path, how, "ckpt", "import-hf", str(hf), "--out", "back", "--json")
+    return hf
+
+
+@pytest.mark.parametrize("how", UNWRITABLE)
+def test_an_import_is_reported_and_valid(normal_run, exported, tmp_path, how):
+    normal, done, _ = _twice(
+        normal_run, tmp_path, how, "ckpt", "import-hf", str(exported), "--out", "back", "--json"
+    )
     assert normal.returncode == 0 and "note: " in normal.stderr, normal.stderr
     assert (done.returncode, _result(done)) == (0, _result(normal))
     back = tmp_path / "unwritable" / "back"
@@ -112,10 +136,17 @@ def test_a_failure_is_one_object_whose_exit_code_is_the_process_s(tmp_path, how)
 
 
 @pytest.mark.parametrize("how", UNWRITABLE)
-def test_a_note_said_before_the_command_runs_is_dropped_too(tmp_path, how):
+def test_a_note_said_before_the_command_runs_is_dropped_too(normal_run, tmp_path, how):
     """OMP_NUM_THREADS=abc: the entry point's own note, before any command is invoked."""
-    normal, done = _twice(
-        tmp_path, how, "ckpt", "validate", str(FSDP_RUN), "--json", OMP_NUM_THREADS="abc"
+    normal, done, _ = _twice(
+        normal_run,
+        tmp_path,
+        how,
+        "ckpt",
+        "validate",
+        str(FSDP_RUN),
+        "--json",
+        OMP_NUM_THREADS="abc",
     )
     assert "note: " in normal.stderr
     assert (done.returncode, _result(done)) == (0, _result(normal))
@@ -133,10 +164,11 @@ def sft_data(tmp_path_factory) -> Path:
     [("full device", ()), ("closed pipe", ("--nproc-per-node", "2"))],
     ids=["full device", "closed pipe, ranks launched"],
 )
-def test_a_training_run_ends_as_its_normal_run_does(tmp_path, sft_data, how, launch):
+def test_a_training_run_ends_as_its_normal_run_does(normal_run, tmp_path, sft_data, how, launch):
     """Launched ranks write to the same stderr themselves: their lines are dropped alike."""
     config = REPO / "examples" / "sft_tiny_cpu.yaml"
-    normal, done = _twice(
+    normal, done, _ = _twice(
+        normal_run,
         tmp_path,
         how,
         "train",
