@@ -133,6 +133,35 @@ class ExpansionTooLarge(MfsdpUsageError, ValueError):
     """The script's variables copy more text than a launch script holds; names the variable."""
 
 
+def array_end(word: str) -> int | None:
+    """Where in `word` (an element of a bash array, as `trainer.verl_script_lines` splits
+    it) the bare `)` that ends the array stands, None where it holds none: a `)` closing a
+    `$(...)`, `$((...))` or `(` of its own, one in a `${...}` or backquotes, or a quoted
+    one (marked, `shell_quoting.QUOTED_PATTERN_CHARS`) ends nothing, as bash reads them.
+    Read as the first word ending in `)`, `data.train_batch_size=$((GPUS * 8))` ended the
+    array there, and its later elements were lost."""
+    closers: list[str] = []  # the `)` or `}` each construct open here waits for
+    backquoted = False
+    index = 0
+    while index < len(word):
+        char = word[index]
+        if char == "`":
+            backquoted = not backquoted
+        elif backquoted:
+            pass
+        elif word.startswith(("$(", "${"), index):
+            closers.append(")" if word[index + 1] == "(" else "}")
+            index += 1
+        elif char == "(" and closers[-1:] != ["}"]:
+            closers.append(")")
+        elif closers and char == closers[-1]:
+            closers.pop()
+        elif char == ")" and not closers:
+            return index
+        index += 1
+    return None
+
+
 @dataclass
 class Array:
     """A bash array assignment `NAME=(` (or `NAME+=(`) read word by word up to its `)`."""
@@ -141,14 +170,18 @@ class Array:
     append: bool
     items: list[str] = field(default_factory=list)
 
-    def read(self, words: list[str]) -> bool:
-        """Take one line's words; True once the closing `)` is read."""
-        for word in words:
-            if word.endswith(")"):
-                self.items += [word[:-1]] if word[:-1] else []
-                return True
+    def read(self, words: list[str]) -> list[str] | None:
+        """Take one line's words; None while the array goes on, else the words after its
+        closing `)` (`A=(x) B=(y)`, `A=(x` ... `y) && python3 ...`), which bash reads as
+        what follows the assignment: taken as elements, or dropped, they were lost."""
+        for at, word in enumerate(words):
+            end = array_end(word)
+            if end is not None:
+                element = shell_quoting.sliced(word, 0, end)
+                self.items += [element] if element else []
+                return words[at + 1 :]
             self.items.append(word)
-        return False
+        return None
 
 
 def _kept(origins: list[tuple[str, int]]) -> list[tuple[str, int]]:

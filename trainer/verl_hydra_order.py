@@ -10,7 +10,7 @@ from __future__ import annotations
 from difflib import get_close_matches
 from typing import Any
 
-from trainer import verl_keys
+from trainer import verl_defaults, verl_keys
 from trainer.verl_hydra_files import (
     MODULE_CONFIGS,
     TRAINER_DEFAULTS,
@@ -188,6 +188,45 @@ def struct_refusals(
                 f" '{key.split('.')[-1]}' is not in struct): {where}; add a key with +{key}=..."
             )
     return kept, refused, notes
+
+
+# the optimizer keys every version of each of verl's optimizer files (and the legacy SFT
+# trainer's own `optim:`) holds at a value other than null: `+` on one is refused by Hydra
+_OPTIM_SET = frozenset({"lr", "weight_decay", "betas", "clip_grad"})
+
+
+def added_over_a_value(
+    pairs: list[tuple[str, Any]], selected: list[tuple[str, Any]], config: str | None
+) -> str | None:
+    """Why verl does not start on the first `+key=value` of `pairs` whose key verl's
+    trainer `config` (under the selections `selected`) already holds at a value other than
+    null, None where there is none. Hydra adds with `+` only a key that is absent or null
+    (or merges a mapping or list into it), and otherwise stops: "Could not append to
+    config. An item is already at '...'". Converted as an override, such a script gave a
+    config at exit 0 for a run verl never starts. The keys known here to hold a value are
+    verl's defaults (`verl_defaults.TRAINERS`: `trainer.total_epochs`, `rollout.n`, ...)
+    and the optimizer section's `_OPTIM_SET`, less those an override before deletes (`~key`)
+    or sets to null; `++key=value`, Hydra's add-or-override, is not refused."""
+    module = _TRAINER_MODULES.get(str(config))
+    held = {
+        default.verl_key
+        for default in verl_defaults.TRAINERS.get(str(module), ())
+        if default.verl_key is not None and default.value is not None
+    }
+    optimizer = optimizer_section(config, selected)
+    held |= {f"{optimizer[0]}.{name}" for name in _OPTIM_SET} if optimizer else set()
+    for key, value in pairs:
+        name = key.lstrip("+~")
+        adds = key[:1] == "+" and len(key) - len(name) == 1  # `++` adds or overrides
+        if key.startswith("~") or value is None:  # deleted or null: `+` adds it again
+            held = {kept for kept in held if not (kept == name or kept.startswith(name + "."))}
+        elif adds and name in held and not isinstance(value, (dict, list)):
+            return (
+                f"{key}: verl's config already has {name}, so Hydra refuses to add it"
+                f" (\"Could not append to config. An item is already at '{name}'\") and"
+                f" verl does not start; write {name}=... without +"
+            )
+    return None
 
 
 def _data_name(key: str) -> str | None:

@@ -30,6 +30,7 @@ from trainer import (
     verl_launch_flags,
     verl_megatron_optim,
     verl_rules,
+    verl_saved_configs,
 )
 from trainer.config_base import RUN_NAMES
 from trainer.config_kind import likely_kind
@@ -181,6 +182,9 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         )
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
         # the overrides as Hydra leaves them: in order, and only the keys its struct takes
+        added = verl_hydra_order.added_over_a_value(pairs, selected, config)
+        if added is not None:
+            raise VerlSourceError(f"{source}: {added}")
         pairs, deleted, order_notes = verl_hydra_order.in_order(command, pairs)
         pairs, struct, unread = verl_hydra_order.struct_refusals(pairs, selected, config)
         refused += deleted + struct
@@ -261,7 +265,9 @@ def _read_source(source: Path) -> bytes:
 
 def _yaml_tree(text: str, source: Path) -> tuple[dict[str, Any], list[Any]]:
     """The YAML's keys, and its Hydra `defaults:` list (the files merged into it: not keys)."""
-    tree = parse_verl_yaml(text, str(source), ExpansionBudget())
+    tree = verl_saved_configs.as_verl_config(
+        parse_verl_yaml(text, str(source), ExpansionBudget()), source
+    )
     if not isinstance(tree, dict):
         raise VerlSourceError(f"{source}: top level must be a mapping of sections")
     defaults = tree.pop("defaults", None)
@@ -431,21 +437,21 @@ def _built(
     carried: dict[str, str],
     notes_of: dict[str, list[str]],
 ) -> dict[str, Any]:
-    """The converted config built as `mfsdp train` loads it; a value the loader refuses is
-    an error (exit 2). In a run with keys not carried over already, a refused value a verl
-    key set (`carried`: verl's `clip_ratio_low=10`, which its CISPO loss reads) is listed
-    with them instead, with the loader's reason: the conversion stopped on it, before the
-    key that makes the run one mfsdp does not train (`policy_loss.loss_mode=cispo`) was
-    said. What was noted of carrying it over (`notes_of` its group: "verl's optim.lr is
-    optim.lr=inf here") is taken back, so the comments tell one story of each key."""
+    """The converted config built as `mfsdp train` loads it. A value the loader refuses
+    that a verl key set (`carried`: verl's `clip_ratio_low=10`, `rollout.top_k=0` before 0
+    was read as off) is a key not carried over (exit 1), listed with the loader's reason,
+    whatever else the run holds: it stopped the conversion (exit 2, as if the source were
+    no verl script) only where no other key was listed, so one value's exit code turned on
+    unrelated keys. Any other refusal (an mfsdp key of the source, values refused only
+    together) is an error (exit 2). What was noted of carrying a listed value over
+    (`notes_of` its group: "verl's optim.lr is optim.lr=inf here") is taken back, so the
+    comments tell one story of each key."""
     from trainer.config import ConfigError, config_from_tree, config_to_dict
 
     try:
         return config_to_dict(config_from_tree(cls, conversion.tree, source))
     except ConfigError as err:
-        refused = []
-        if conversion.dropped:
-            refused = _drop_refused(cls, conversion.tree, source, set(carried))
+        refused = _drop_refused(cls, conversion.tree, source, set(carried))
         if not refused:
             raise VerlSourceError(str(err)) from None
     conversion.dropped += [f"{carried[key]}: {why}" for key, _value, why in refused]

@@ -258,6 +258,13 @@ def _rollout_dtype(value: Any) -> dict[str, Any]:
     raise Unsupported("rollout.dtype here is bf16 or fp32")
 
 
+def _top_k(value: Any) -> Any:
+    """verl's rollout top_k as mfsdp's: 0 is off, as -1 is (verl's rollout.yaml: "-1 for
+    vLLM rollout, 0 for HF rollout"; vLLM takes either for all tokens), mfsdp's -1. Read as
+    it stands, verl's HF setting was out of mfsdp's range and the script gave no config."""
+    return -1 if value == 0 and not isinstance(value, bool) else value
+
+
 def _rollout_name(value: Any) -> dict[str, Any]:
     if value in ("vllm", "hf", "auto"):
         return {"rollout.name": value}
@@ -635,11 +642,11 @@ RULES: dict[str, Rule] = {
             "n",
             "temperature",
             "top_p",
-            "top_k",
             "gpu_memory_utilization",
             "enforce_eager",
         )
     },
+    ROLLOUT + "top_k": Rule("rollout.top_k", read=_top_k, commands=("grpo",)),
     ROLLOUT + "name": Rule("rollout.name", _rollout_name, commands=("grpo",)),
     # verl's server-mode engines driven by its agent loop (async, now its only mode) and its
     # removed sync mode both roll out the policy of the last update; so does the engine here,

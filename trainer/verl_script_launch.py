@@ -17,7 +17,7 @@ from trainer import shell_command_targets, shell_lines, shell_quoting, shell_var
 from trainer.verl_script_flags import flag_maybe, flag_maybe_words, flag_opaque
 from trainer.verl_script_hydra import expanded_hydra_options
 from trainer.verl_script_pieces import command_arguments
-from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
+from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script, verl_module
 from trainer.verl_script_torchrun import read_torchrun
 from trainer.verl_source import config_class, hydra_refusal, names_a_path
 
@@ -32,12 +32,13 @@ def read_launch(script: Script, piece: shell_lines.Piece, number: int, source: P
     (`verl_script_reader._read_call`); if it never is, this reading, where the body stands,
     is the one kept. Each is counted once, as written, however often it is read."""
     words, named_by = _module_spread(piece.words, script.variables)
+    named = [verl_module(word) for word in words]
     for module in GRPO_MODULES + SFT_MODULES:
-        if module in words:
+        if module in named:
             if not script.depth:  # read where it is written, not again
                 script.launches += 1
             command = "grpo" if module in GRPO_MODULES else "sft"
-            at = words.index(module)
+            at = named.index(module)
             # less its redirections (`2>&1 | tee log`): bash gives verl none of them
             written = Launch(command, module, command_arguments(words[at + 1 :]), line=number)
             written.torchrun = read_torchrun(words[:at], script.variables, written)

@@ -151,7 +151,7 @@ def _shell_words(line: str) -> list[str]:
     line = shell_arithmetic.ARITHMETIC.sub(hold, line)  # `$((1024 * 2))` is one word too
     for _ in range(_NESTING):  # innermost first; each pass reads the whole line
         line = COMMAND_SUBSTITUTION.sub(hold, line)
-    line = _hold_deeper(line, hold_text)
+    line = _escaped_parentheses(_hold_deeper(line, hold_text))
     marker = re.compile(f"{_HELD}([0-9]+){_HELD}")
 
     def restore(text: str) -> str:
@@ -160,6 +160,35 @@ def _shell_words(line: str) -> list[str]:
         return text
 
     return [shell_quoting.unmarked_word(restore(word)) for word in shlex.split(line)]
+
+
+def _escaped_parentheses(line: str) -> str:
+    """`line` (marked, its substitutions held) with each `\\(` and `\\)` left as written
+    outside double quotes (in an array's `( ... )`, where bash reads `a\\)` as the element
+    `a)`) marked as a parenthesis bash takes as it is (`shell_quoting.QUOTED_PATTERN_CHARS`):
+    shlex made it a bare `)`, which ended the array there. In double quotes (`"${X:-\\)}"`)
+    bash keeps the backslash, and it stays as written."""
+    out: list[str] = []
+    quoted = False  # inside double quotes
+    index = 0
+    while index < len(line):
+        char = line[index]
+        end = index + 1
+        if char == "\\":
+            end = index + 2
+            escaped = line[index + 1 : end]
+            if escaped in ("(", ")") and not quoted:
+                out.append(shell_quoting.QUOTED_PATTERN_CHARS[escaped])
+                index = end
+                continue
+        elif char == '"':
+            quoted = not quoted
+        elif char == "'" and not quoted:  # single-quoted text: no escapes, no `"`
+            closing = line.find("'", index + 1)
+            end = len(line) if closing < 0 else closing + 1
+        out.append(line[index:end])
+        index = end
+    return "".join(out)
 
 
 def _hold_deeper(line: str, hold: Callable[[str], str]) -> str:

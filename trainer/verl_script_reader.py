@@ -29,7 +29,7 @@ from trainer.verl_script_pieces import (
     past_openers,
     sets_in_branch,
 )
-from trainer.verl_script_state import VERL_MODULES, Body, Launch, Script
+from trainer.verl_script_state import Body, Launch, Script, verl_module
 from trainer.verl_source import MAX_EXPANDED_CHARS, VerlSourceError
 
 # the commands read again, all told (`_read_again`): a function's body where it is called, a
@@ -98,24 +98,26 @@ def _read_command(script: Script, words: list[str], number: int, source: Path) -
     function and loop bodies it starts or ends (`_mark_bodies`)."""
     script.read.append((number, words))
     launch = script.launch
-    if script.array is not None:  # the next words of a bash array
-        _read_array(script, words)
-    else:
-        pieces = script.blocks.read(words)
-        _mark_bodies(script, source)
+    rest = words
+    if script.array is not None:  # the next words of a bash array, and what follows it
+        rest = _read_array(script, words)
+    if rest:
+        pieces = script.blocks.read(rest)
+        _mark_bodies(script, source, len(words) - len(rest))
         _read_pieces(script, pieces, number, source)
     if script.launch is not launch:
         for body in script.recording:
             body.launch_at = len(script.read) - 1
 
 
-def _mark_bodies(script: Script, source: Path) -> None:
+def _mark_bodies(script: Script, source: Path, skipped: int) -> None:
     """Take where the command read last starts or ends a function's or a loop's body
-    (`shell_lines.Blocks.marks`): a function's is kept, to be read where it is called; a
+    (`shell_lines.Blocks.marks`, `skipped` words after the command's start: those that
+    ended an array over lines): a function's is kept, to be read where it is called; a
     loop's that started verl is read again for its next pass, before the command that ends
     it runs, as bash reads the body again at the end of a pass (`_flag_next_pass`)."""
     index = len(script.read) - 1
-    for kind, name, at in script.blocks.marks:
+    for kind, name, at in ((kind, name, at + skipped) for kind, name, at in script.blocks.marks):
         if kind != "end":
             script.recording.append(Body(name, script.read, index, at))
         elif script.recording:
@@ -162,14 +164,18 @@ def _read_piece_scopes(script: Script, piece: shell_lines.Piece, number: int, so
     for _ in range(opened_first):
         variables.enter()
     if piece.skipped:  # an array it starts is read on, and not set
-        if piece.words:
-            _starts_array(script, piece, number)
+        while piece.words and (rest := _starts_array(script, piece, number)) is not None:
+            piece = dataclasses.replace(piece, words=rest)
     else:
         piece = dataclasses.replace(piece, words=_brace_expanded(piece.words))
         variables.note_sets(piece.words, number)
         variables.read_opaque(piece.words, number)
-        if piece.words and not _starts_array(script, piece, number):
-            _read_piece(script, piece, number, source)
+        while piece.words:
+            rest = _starts_array(script, piece, number)
+            if rest is None:
+                _read_piece(script, piece, number, source)
+                break
+            piece = dataclasses.replace(piece, words=_brace_expanded(rest))
     for scope in piece.scopes[opened_first:]:
         if scope is None:
             variables.enter()
@@ -177,15 +183,16 @@ def _read_piece_scopes(script: Script, piece: shell_lines.Piece, number: int, so
             variables.leave(subshell=scope)
 
 
-def _starts_array(script: Script, piece: shell_lines.Piece, number: int) -> bool:
+def _starts_array(script: Script, piece: shell_lines.Piece, number: int) -> list[str] | None:
     """Whether the command `piece` starts a bash array `NAME=( ...`, also as `declare -a
     NAME=(` (`local -a`, `typeset -a`: local to a function's call as `local NAME` makes
     it), then read on to its `)` by `_read_array`; one that may not run is not set
-    (`Variables.read_guarded`)."""
+    (`Variables.read_guarded`). None where it starts none; else the words after the
+    array's `)` in `piece` (`A=(x) B=(y)`: B is set too), for the caller to read on."""
     declared = _declared_array(piece.words)
     start = shell_variables.ARRAY_START.match(piece.words[declared])
     if start is None:
-        return False
+        return None
     if piece.maybe() and not piece.skipped:
         script.variables.read_guarded(piece.words, number)
     elif declared and not piece.skipped:
@@ -194,8 +201,7 @@ def _starts_array(script: Script, piece: shell_lines.Piece, number: int) -> bool
     script.array_guarded = piece.maybe() or piece.skipped
     script.array_line = number
     rest = piece.words[declared + 1 :]
-    _read_array(script, [start.group(3), *rest] if start.group(3) else rest)
-    return True
+    return _read_array(script, [start.group(3), *rest] if start.group(3) else rest)
 
 
 def _declared_array(words: list[str]) -> int:
@@ -231,24 +237,33 @@ def _brace_expanded(words: list[str]) -> list[str]:
 def _element_words(word: str) -> list[str]:
     """The elements bash brace-expands an array's `word` into; the array's closing `)`
     written on its last element (`b{1,2})`) closes it after the last only."""
-    if not word.endswith(")"):
+    end = shell_variables.array_end(word)
+    if end is None:
         return shell_braces.expanded_words(word)
-    made = shell_braces.expanded_words(shell_quoting.sliced(word, 0, len(word) - 1))
-    return [word] if len(made) == 1 else [*made[:-1], shell_quoting.glued(made[-1], ")")]
+    made = shell_braces.expanded_words(shell_quoting.sliced(word, 0, end))
+    return [word] if len(made) == 1 else [*made[:-1], shell_quoting.glued(made[-1], word[end:])]
 
 
-def _read_array(script: Script, words: list[str]) -> None:
+def _read_array(script: Script, words: list[str]) -> list[str]:
     """Take the next words of the bash array being read, each brace-expanded as bash
-    expands an array's elements; set it once its `)` is read."""
+    expands an array's elements; set it once its `)` is read. The words after that `)`
+    (`A=(x) B=(y)`, `y) && python3 ...` ending an array over lines) are returned, for
+    the caller to read as bash does: what follows the assignment."""
     assert script.array is not None
-    words = [made for word in words for made in _element_words(word)]
-    if script.array.read(words):
-        array = script.array
-        if not script.array_guarded:
-            script.variables.assign_array(array.name, array.items, array.append)
-        elif (array.name, script.array_line) in script.variables.maybe.get(array.name, []):
-            script.variables.set_in_block(array.name, array.items, script.array_line)
-        script.array = None
+    closing = next(
+        (at for at, word in enumerate(words) if shell_variables.array_end(word) is not None),
+        len(words),
+    )
+    elements = [made for word in words[: closing + 1] for made in _element_words(word)]
+    if script.array.read(elements) is None:
+        return []
+    array = script.array
+    if not script.array_guarded:
+        script.variables.assign_array(array.name, array.items, array.append)
+    elif (array.name, script.array_line) in script.variables.maybe.get(array.name, []):
+        script.variables.set_in_block(array.name, array.items, script.array_line)
+    script.array = None
+    return words[closing + 1 :]
 
 
 def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
@@ -421,7 +436,9 @@ def _starts_verl(script: Script, name: str) -> bool:
                 for _line, command in (function.commands() if function else [])
                 for word in command
             ]
-            found = any(word in VERL_MODULES or script.starters.get(word, False) for word in words)
+            found = any(
+                verl_module(word) is not None or script.starters.get(word, False) for word in words
+            )
             waiting += [word for word in words if word in script.functions and word not in seen]
             seen.update(words)
         script.starters[name] = found

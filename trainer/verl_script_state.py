@@ -6,6 +6,7 @@ that the modules reading the script each import it, never each other.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from trainer import shell_lines, shell_variables
@@ -14,6 +15,18 @@ from trainer.torchrun_options import Torchrun
 GRPO_MODULES = ("verl.trainer.main_ppo",)
 SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
 VERL_MODULES = frozenset(GRPO_MODULES + SFT_MODULES)
+# a verl trainer run as its file (`python3 verl/trainer/main_ppo.py`, `$VERL/verl/trainer/...`):
+# its Hydra entry point runs as `-m verl.trainer.main_ppo` does
+_MODULE_FILE = re.compile(r"(?:^|/)verl/trainer/([a-z_]+)\.py$")
+
+
+def verl_module(word: str) -> str | None:
+    """The verl trainer module the command word `word` starts, named or as its file; None
+    for any other word. Read as modules only, a script that runs the file was refused as
+    holding no verl command."""
+    found = _MODULE_FILE.search(word)
+    module = f"verl.trainer.{found.group(1)}" if found else word
+    return module if module in VERL_MODULES else None
 
 
 @dataclass
