@@ -159,10 +159,10 @@ def export_hf(
     The result loads with AutoModelForCausalLM.from_pretrained(DIR) and
     AutoTokenizer.from_pretrained(DIR): model*.safetensors (+ index when sharded) and the
     config, generation config and tokenizer files. Tensors stream a few at a time (peak
-    memory about the largest tensor plus a fixed buffer; read from a URL, through
-    tensorstore, each tensor is held whole while decoded: about three times the largest,
-    docs/benchmarks.md); the export appears only when complete. Exit 0 ok, 1 bad
-    checkpoint or verify mismatch, 2 bad usage.
+    memory about the largest tensor plus a fixed buffer, from a path or a URL alike: one
+    that keeps its name is read a few MiB at a time, never whole, docs/benchmarks.md);
+    the export appears only when complete. Exit 0 ok, 1 bad checkpoint or verify
+    mismatch, 2 bad usage.
 
     \b
     Examples:

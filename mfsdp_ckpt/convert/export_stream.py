@@ -1,5 +1,8 @@
 """Streaming I/O: a tensor that keeps its name is copied file-to-file in the kernel, or cast
-a bounded piece at a time through per-thread buffers; NaN/Inf are counted on the way.
+a bounded piece at a time through per-thread buffers; NaN/Inf are counted on the way. From a
+store with no file descriptors (a URL, through tensorstore) it is read a bounded piece at a
+time into the same buffers, copied or cast there and written, so its memory is the
+buffers' whatever the tensor's size.
 """
 
 from __future__ import annotations
@@ -7,6 +10,8 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
@@ -15,9 +20,9 @@ from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.fused_tensors import ROW_PREFIX_TRANSFORMS
 from mfsdp_ckpt.convert.name_maps import MappedTensor
-from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage import tensorstore_store
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError, read_into
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
 if TYPE_CHECKING:
@@ -39,18 +44,17 @@ _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, er
 STREAM_PIECE_ELEMENTS = 1 << 20
 
 
-def is_streamable(plan: ExportPlan, item: MappedTensor) -> bool:
+def streams_in_pieces(plan: ExportPlan, item: MappedTensor) -> bool:
     """Tensors that keep their name layout and sit in dim-0 slabs (how FSDP2 and Megatron-FSDP
     shard) map each chunk to one contiguous byte range of the output, so they can be
-    streamed chunk by chunk: copied in the kernel when the dtype stays, cast a piece at a
-    time when it changes. Neither holds the tensor in memory. A transform that keeps the
-    first rows (Megatron's vocabulary padding dropped) streams the same way, only shorter."""
+    streamed chunk by chunk from any store, never held in memory whole. A transform that
+    keeps the first rows (Megatron's vocabulary padding dropped) streams the same way,
+    only shorter."""
     entry = plan.entry(item)
     return (
         item.transform in ROW_PREFIX_TRANSFORMS
         and not plan.merges(item)  # a LoRA delta is added to it: read whole, merged, written
         and entry.numel > 0
-        and hasattr(plan.source.reader.store, "open_fd")
         and not plan.source.reader.coverage_problems(entry)
         and all(
             c.numel == 0
@@ -58,6 +62,13 @@ def is_streamable(plan: ExportPlan, item: MappedTensor) -> bool:
             for c in entry.chunks
         )
     )
+
+
+def is_streamable(plan: ExportPlan, item: MappedTensor) -> bool:
+    """`streams_in_pieces` from local files, whose descriptors let a tensor be copied in the
+    kernel when the dtype stays and cast through pread pieces when it changes (what
+    --verify reads back the same way, and what needs no torch when copied as stored)."""
+    return streams_in_pieces(plan, item) and hasattr(plan.source.reader.store, "open_fd")
 
 
 class PieceBuffers(threading.local):
@@ -128,12 +139,15 @@ def open_piece(plan: ExportPlan, item: MappedTensor, piece: RawPiece) -> int:
 def stream_tensor(
     plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: PieceBuffers
 ) -> bool:
-    """Stream one `is_streamable` tensor into place; False (nothing claimed) when a blob is not
-    plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
+    """Stream one `streams_in_pieces` tensor into place; False (nothing claimed) when a blob is
+    not plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
     reader, entry = plan.source.reader, plan.entry(item)
     pieces = raw_pieces(plan, item)
     if pieces is None:
         return False
+    if not hasattr(reader.store, "open_fd"):
+        _stream_from_store(plan, item, pieces, writer, buffers)
+        return True
     name, out_dtype = item.targets[0], plan.dtypes[item.targets[0]]
     try:
         for index, piece in enumerate(pieces):
@@ -149,20 +163,15 @@ def stream_tensor(
                     )
                 else:
                     _cast_range(
-                        fd,
-                        piece.offset,
-                        entry.dtype,
-                        piece.numel,
+                        partial(pread_exact, fd, path=reader.root / piece.file),
+                        STREAM_PIECE_ELEMENTS,
+                        plan,
+                        item,
+                        piece,
                         writer,
-                        name,
-                        piece.start,
-                        out_dtype,
                         done,
                         buffers,
-                        reader.root / piece.file,
                     )
-                    if not plan.allow_nonfinite and buffers.nonfinite:
-                        raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)
             finally:
                 os.close(fd)
     except OSError as err:
@@ -170,6 +179,35 @@ def stream_tensor(
             return False
         raise
     return True
+
+
+def _stream_from_store(
+    plan: ExportPlan,
+    item: MappedTensor,
+    pieces: list[RawPiece],
+    writer: ShardedSafetensorsWriter,
+    buffers: PieceBuffers,
+) -> None:
+    """Stream a tensor from a store with no descriptors (tensorstore: a URL): each piece is
+    read straight into the thread's buffer, a store's read size at a time, then copied or
+    cast and written; the tensor is never held whole. The store says a short read as the
+    file and byte range it lacks."""
+    store, entry = plan.source.reader.store, plan.entry(item)
+    # no larger than the tensor's largest piece: a thread exporting small tensors keeps
+    # small buffers
+    read_elements = max(1, tensorstore_store.READ_PIECE_BYTES // entry.dtype.itemsize)
+    elements = min(read_elements, max(piece.numel for piece in pieces))
+    for index, piece in enumerate(pieces):
+        _cast_range(
+            partial(read_into, store, piece.file),
+            elements,
+            plan,
+            item,
+            piece,
+            writer,
+            index == len(pieces) - 1,
+            buffers,
+        )
 
 
 def _check_finite_range(
@@ -205,32 +243,33 @@ def _check_size(fd: int, needed: int, path: Path) -> None:
 
 
 def _cast_range(
-    fd: int,
-    offset: int,
-    dtype: DType,
-    numel: int,
+    fill: Callable[..., None],
+    piece_elements: int,
+    plan: ExportPlan,
+    item: MappedTensor,
+    piece: RawPiece,
     writer: ShardedSafetensorsWriter,
-    name: str,
-    start: int,
-    out_dtype: DType,
     done: bool,
     buffers: PieceBuffers,
-    path: Path,
 ) -> None:
-    """Read `numel` raw `dtype` elements at `offset` of `fd` and write them cast to `out_dtype`
-    at element `start` of `name`, a bounded piece at a time (torch rounds as `.to()` does)."""
+    """Read `piece`'s raw elements, `piece_elements` at a time, with
+    `fill(buffer=..., offset=...)` (the offset in its file) and write them cast to the
+    output dtype in place (torch rounds as `.to()` does; the same dtype is written as
+    read); NonFiniteError on NaN/Inf unless allowed."""
     import torch
 
-    source, target = buffers.get(
-        STREAM_PIECE_ELEMENTS * dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize
-    )
+    dtype, name = plan.entry(item).dtype, item.targets[0]
+    out_dtype, offset, numel, start = plan.dtypes[name], piece.offset, piece.numel, piece.start
+    cast_bytes = 0 if out_dtype == dtype else piece_elements * out_dtype.itemsize
+    source, target = buffers.get(piece_elements * dtype.itemsize, cast_bytes)
     buffers.nonfinite, buffers.overflow = 0, True
-    for first in range(0, numel, STREAM_PIECE_ELEMENTS):
-        count = min(STREAM_PIECE_ELEMENTS, numel - first)
+    for first in range(0, numel, piece_elements):
+        count = min(piece_elements, numel - first)
         raw = source[: count * dtype.itemsize]
-        pread_exact(fd, raw.numpy().data, offset + first * dtype.itemsize, path)
-        cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
-        cast.copy_(raw.view(dtype.torch))
+        fill(buffer=raw.numpy().data, offset=offset + first * dtype.itemsize)
+        cast = raw.view(dtype.torch)
+        if out_dtype != dtype:
+            cast = target[: count * out_dtype.itemsize].view(out_dtype.torch).copy_(cast)
         finite = torch.isfinite(cast)  # one pass over bytes still in cache
         if not bool(finite.all()):
             buffers.nonfinite += int((~finite).sum())
@@ -243,6 +282,8 @@ def _cast_range(
             (start + first) * out_dtype.itemsize,
             last,
         )
+    if not plan.allow_nonfinite and buffers.nonfinite:
+        raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)
 
 
 def pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:

@@ -26,9 +26,9 @@ from mfsdp_ckpt.convert.export_source import (
 )
 from mfsdp_ckpt.convert.export_stream import (
     PieceBuffers,
-    is_streamable,
     nonfinite_error,
     stream_tensor,
+    streams_in_pieces,
 )
 from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint, read_config_json
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
@@ -162,10 +162,10 @@ def _write_tensors(
     plan: ExportPlan, writer: ShardedSafetensorsWriter, options: ExportOptions
 ) -> None:
     """Every planned tensor into the open `writer`, on `options.threads` threads: one that
-    keeps its name and dtype streams file to file through per-thread buffers (costing the
-    byte budget nothing); any other is converted whole under the budget, refused if it
-    holds NaN/Inf unless allowed."""
-    streamable = {item.source for item in plan.items if is_streamable(plan, item)}
+    keeps its name layout streams file to file, or from a URL's store, through per-thread
+    buffers (costing the byte budget nothing); any other is converted whole under the
+    budget, refused if it holds NaN/Inf unless allowed."""
+    streamable = {item.source for item in plan.items if streams_in_pieces(plan, item)}
     buffers = PieceBuffers()
 
     def work(item: MappedTensor) -> int:

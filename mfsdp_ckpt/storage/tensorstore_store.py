@@ -34,6 +34,14 @@ from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from mfsdp_ckpt.storage.url_form import check_url_form, parser_refusal
 
 URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
+# tensorstore answers a read with a new bytes object of the whole range: a range is read at
+# most this many bytes at a time into the caller's memory, so a tensor read whole costs its
+# own size plus a piece (was twice its size, or more), and a streamed one a few pieces per
+# thread. A piece in flight costs several times its size (tensorstore's copy, the bytes, the
+# buffer, spread over the allocator's per-thread arenas), so it is the local cast's 4 MiB:
+# larger pieces raise a 4-thread export's peak (bench/export_hf.py's tensorstore row, run
+# with this constant changed) for no fewer bytes moved.
+READ_PIECE_BYTES = 4 << 20
 # tensorstore retries a failed request up to 32 times, waiting up to 32 s between tries: a
 # host that refuses connections hangs a command for many minutes. A few quick retries
 # still ride out a dropped connection; then the command fails in one line.
@@ -141,6 +149,13 @@ class TensorstoreByteStore:
                 "(truncated?)"
             )
         return data
+
+    def read_into(self, name: str, offset: int, buffer: memoryview) -> None:
+        """Fill `buffer` (bytes) from `name` at `offset`, READ_PIECE_BYTES at a time; a short
+        piece is `read_range`'s truncation error, naming the file and the piece's range."""
+        for start in range(0, len(buffer), READ_PIECE_BYTES):
+            end = min(start + READ_PIECE_BYTES, len(buffer))
+            buffer[start:end] = self.read_range(name, offset + start, end - start)
 
     def size(self, name: str) -> int | None:
         """kvstore has no stat: ask for a range past any real file and read the size from
