@@ -189,8 +189,9 @@ def fail(
         ctx = click.get_current_context(silent=True)
         as_json = ctx is not None and bool(ctx.meta.get(JSON_OUTPUT))
     if as_json:
+        field = printable(shown_bytes(message), lookalikes=False)
         try:
-            click.echo(json_text({"error": text, "exit_code": code}))
+            click.echo(json_text({"error": field, "exit_code": code}))
         except OSError:  # stdout is what failed (a full disk behind it): the line below says so
             discard_stdout()
     click.echo(f"error: {text}", err=True)

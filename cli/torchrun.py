@@ -465,7 +465,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             error = _named(
                 rank, failure, failure.message if unsaid is None else unsaid, err.failures
             )
-            print(json_text({"error": printable(error), "exit_code": code}))
+            print(json_text({"error": printable(error, lookalikes=False), "exit_code": code}))
         _keep_the_store_up(args)  # while `err` holds the agent, and with it its store
         return code
     except (KeyboardInterrupt, SignalException):
@@ -622,7 +622,7 @@ def _say_error(line: str, code: int, as_json: bool) -> int:
     stdout) and return `code`, for what no rank said."""
     print(f"error: {printable(line)}", file=sys.stderr)
     if as_json:
-        print(json_text({"error": printable(line), "exit_code": code}))
+        print(json_text({"error": printable(line, lookalikes=False), "exit_code": code}))
     return code
 
 

@@ -50,16 +50,17 @@ def cut_to(text: str, limit: int = MAX_PRINTED_CHARS) -> str:
     return f"{text[: limit // 2]}…(+{cut} chars)…{text[len(text) - (limit - limit // 2) :]}"
 
 
-def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
+def printable(text: object, limit: int = MAX_PRINTED_CHARS, *, lookalikes: bool = True) -> str:
     """`text` with every character str.isprintable() rejects (controls, escapes, line and paragraph
     separators, bidi and other format characters, unassigned code points) written as `\\x1b`,
     `\\u202e`, ..., and every lookalike of an ASCII character (`_lookalikes_escaped`) so
     too, cut to `limit` characters (its start and end, with a note of how many were left out
-    between them)."""
+    between them). `lookalikes=False` leaves those as they are: for a JSON field, which a
+    program reads and whose names must stay the real ones (a path it opens)."""
     text = cut_to(str(text), limit)
     if not text.isprintable():
         text = "".join(c if c.isprintable() else escaped(c) for c in text)
-    if not text.isascii():
+    if lookalikes and not text.isascii():
         text = _lookalikes_escaped(text)
     return text
 
@@ -70,21 +71,23 @@ _LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
 
 def _lookalikes_escaped(text: str) -> str:
     """`text` with each character that passes for an ASCII one written as its escape:
-    one whose compatibility form is ASCII (a fullwidth n, U+FF4E; a mathematical bold A), and,
-    in a part of a name that holds ASCII letters too, a letter of a script that looks Latin
-    or a combining mark (`n\\u043erm`, `norme\\u0301`). Real tensor names are ASCII: a name
-    holding a Cyrillic o printed as is reads as `model.norm.weight`, and validate then said
-    that name was both missing and present. A part written in another script alone (a
-    Cyrillic or Chinese directory name) and accented Latin (`josé`) print as they are."""
-
+    one whose compatibility form is ASCII (a fullwidth n, U+FF4E; a mathematical bold A) in a
+    part of a name written in no other script (`[\\uff4eorm]`, `global_step_\\uff12`), and,
+    in a part that holds ASCII letters, a letter of a script that looks Latin or a combining
+    mark (`n\\u043erm`, `norme\\u0301`). Real tensor names are ASCII: a name holding a
+    Cyrillic o printed as is reads as `model.norm.weight`, and validate then said that name
+    was both missing and present. A part written in another script (a Cyrillic or Chinese
+    directory name, digits beside it included) and accented Latin (`josé`) print as they
+    are."""
     printed = []
     for in_name, run in groupby(text, _in_a_name_part):
         found = "".join(run)
         if not in_name:  # punctuation between parts (`…`, `—`) passes for no name
             printed.append(found)
             continue
-        mixed = any(c.isascii() for c in found) and not found.isascii()
-        printed += [escaped(c) if _passes_for_ascii(c, mixed) else c for c in found]
+        latin = any(c.isascii() and c.isalpha() for c in found)
+        native = any(not c.isascii() and not _compatible_with_ascii(c) for c in found)
+        printed += [escaped(c) if _passes_for_ascii(c, latin, native) else c for c in found]
     return "".join(printed)
 
 
@@ -94,14 +97,22 @@ def _in_a_name_part(char: str) -> bool:
     return char.isalnum() or unicodedata.category(char).startswith("M")
 
 
-def _passes_for_ascii(char: str, among_ascii: bool) -> bool:
-    """Whether non-ASCII `char` reads as an ASCII character: by its compatibility form, or,
-    `among_ascii` letters, as a Latin-looking script's letter or a mark over the one before."""
+def _compatible_with_ascii(char: str) -> bool:
+    """Whether `char`'s compatibility form is ASCII (a fullwidth or mathematical letter or
+    digit: `\\uff12` is 2)."""
+    return unicodedata.normalize("NFKC", char).isascii()
+
+
+def _passes_for_ascii(char: str, latin: bool, native: bool) -> bool:
+    """Whether non-ASCII `char`, in a part of a name holding ASCII letters (`latin`) and
+    characters of another script (`native`) or not, reads as an ASCII character: by its
+    compatibility form where no other script is written, or, among ASCII letters, as a
+    Latin-looking script's letter or a mark over the one before."""
     if char.isascii():
         return False
-    if unicodedata.normalize("NFKC", char).isascii():
-        return True
-    if not among_ascii:
+    if _compatible_with_ascii(char):
+        return not native
+    if not latin:
         return False
     if unicodedata.category(char).startswith("M"):
         return True

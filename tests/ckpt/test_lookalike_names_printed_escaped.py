@@ -5,11 +5,15 @@ text of no ASCII at all, print as they are."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mfsdp_ckpt.check.printable import error_line, printable
+from tests.support.fresh_python import mfsdp
 
 CYRILLIC_O, FULLWIDTH_N, ACUTE = "\u043e", "\uff4e", "\u0301"
+CYRILLIC_MODEL = "\u043c\u043e\u0434\u0435\u043b\u044c"  # a directory named in Russian
 
 
 @pytest.mark.parametrize(
@@ -28,6 +32,9 @@ CYRILLIC_O, FULLWIDTH_N, ACUTE = "\u043e", "\uff4e", "\u0301"
         ("/home/\u0438\u0432\u0430\u043d/run", "/home/\u0438\u0432\u0430\u043d/run"),
         ("/data/jos\u00e9/run", "/data/jos\u00e9/run"),
         ("/data/\u6570\u636e/run.jsonl", "/data/\u6570\u636e/run.jsonl"),
+        (f"/data/{CYRILLIC_MODEL}1/x", f"/data/{CYRILLIC_MODEL}1/x"),
+        ("/data/\u6570\u636e\uff11/x", "/data/\u6570\u636e\uff11/x"),
+        ("/data/\uff4e\uff4f\uff52\uff4d/x", "/data/\\uff4e\\uff4f\\uff52\\uff4d/x"),
     ],
 )
 def test_lookalikes_are_escaped_and_the_rest_kept(text, printed):
@@ -37,3 +44,13 @@ def test_lookalikes_are_escaped_and_the_rest_kept(text, printed):
 def test_an_error_line_escapes_them_too():
     err = KeyError(f"unknown tensor 'n{CYRILLIC_O}rm'")
     assert error_line(err) == "KeyError: \"unknown tensor 'n\\u043erm'\""
+
+
+def test_a_json_error_keeps_the_real_name(tmp_path):
+    """A program reads --json's `error` (a path it opens): escaping a lookalike there named a
+    path that does not exist; the terminal's line escapes it."""
+    missing = tmp_path / f"n{CYRILLIC_O}rm"
+    done = mfsdp("ckpt", "validate", str(missing), "--json")
+    assert done.returncode == 2, done.stderr
+    assert str(missing) in json.loads(done.stdout)["error"]
+    assert str(missing) not in done.stderr and "n\\u043erm" in done.stderr
