@@ -15,6 +15,7 @@ from mfsdp_ckpt.storage.output_path import collapse_dot_dot
 from trainer.config import (
     Betas,
     Checked,
+    ConfigError,
     LocalPath,
     NonNegative,
     OptimConfig,
@@ -29,6 +30,7 @@ from trainer.config import (
 )
 from trainer.grpo.aggregation import LossAggMode, LossNormalization
 from trainer.grpo.kl import KlLossType
+from trainer.rollout.vllm_limits import vllm_temperature_refusal
 
 AboveOne = Annotated[float, Range("> 1", lambda v: v > 1)]
 # the ratio is clipped to [1 - low, 1 + high]: at low >= 1 the lower bound is 0 or below, under
@@ -37,7 +39,8 @@ ClipLow = Annotated[
     float,
     Range("in [0, 1) (the ratio's lower clip bound is 1 - clip_ratio_low)", lambda v: 0 <= v < 1),
 ]
-TopK = Annotated[int, Range("-1 (off) or >= 1", lambda v: v == -1 or v >= 1)]
+# 0 is off as -1 is: vLLM's "0 (disable)", verl's key (`verl_rules._top_k`), the hf engine
+TopK = Annotated[int, Range("-1 or 0 (off) or >= 1", lambda v: v >= -1)]
 # 0 (verl's greedy) cannot train: the log-probs are taken under softmax(logits / temperature),
 # and n greedy responses to a prompt are one response, so every advantage would be 0.
 RolloutTemperature = Annotated[
@@ -110,6 +113,15 @@ class RolloutConfig:
         True  # hf: torch.compile-fuse the captured step's norms, rotary, SiLU, softmax
     )
     max_num_seqs: Positive[int] = 1024  # hf: sequences decoded together
+
+    def __post_init__(self) -> None:
+        # refused here, not by vLLM at the first step after the models are built; `auto`
+        # picks vLLM by what the machine has, checked before a run loads anything
+        # (`trainer.rollout.vllm_limits`)
+        if self.name == "vllm":
+            refusal = vllm_temperature_refusal(self.temperature, "rollout.name=vllm")
+            if refusal is not None:
+                raise ConfigError(refusal)
 
 
 def _not_keywords(kwargs: dict[Any, Any], key: str) -> str | None:

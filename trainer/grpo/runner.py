@@ -229,6 +229,8 @@ class GRPOSteps(StepHooks):
             top_k=cfg.rollout.top_k,
             max_tokens=cfg.rollout.max_response_length,
             seed=_step_seed(cfg.trainer.seed, step, env.rank, _RANK_SLOTS),
+            # the engines' log-probs are the raw model's (trainer/rollout/base.py), the actor's
+            # are under the temperature: they are the same quantity only at 1
             logprobs=cfg.rollout.temperature == 1.0,
         )
         with _timed(times, "timing/rollout_s", env.device):

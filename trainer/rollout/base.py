@@ -17,8 +17,8 @@ import torch
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """verl's rollout names. temperature 0 means greedy (validation); top_k -1 and top_p 1 mean
-    off."""
+    """verl's rollout names. temperature 0 means greedy (validation); top_k -1 or 0 and top_p 1
+    mean off (each engine reads a top_k below 1 as off)."""
 
     n: int = 1
     temperature: float = 1.0
@@ -33,10 +33,10 @@ class SamplingParams:
             raise ValueError(
                 f"rollout n ({self.n}) and max response length ({self.max_tokens}) must be >= 1"
             )
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k == 0 or self.top_k < -1:
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k < -1:
             raise ValueError(
                 f"bad sampling: temperature {self.temperature} (>= 0), "
-                f"top_p {self.top_p} (in (0, 1]), top_k {self.top_k} (-1 or >= 1)"
+                f"top_p {self.top_p} (in (0, 1]), top_k {self.top_k} (-1 or 0 for off, or >= 1)"
             )
 
     @property

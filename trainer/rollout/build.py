@@ -10,6 +10,7 @@ import torch
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_CONTAINERS
+from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.generation_config import generation_config
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError
@@ -18,7 +19,14 @@ from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_confi
 from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
 from trainer.rollout.token_ids import checked_token_id
-from trainer.rollout.vllm_engine import VLLMRolloutError, vllm_available, vllm_reason
+from trainer.rollout.vllm_engine import (
+    VLLMRolloutError,
+    kv_cache_knob,
+    vllm_available,
+    vllm_failures,
+    vllm_reason,
+)
+from trainer.rollout.vllm_limits import vllm_version_refusal
 
 
 def engine_name(requested: str) -> str:
@@ -121,8 +129,10 @@ def build_rollout_engine(
         )
     from trainer.rollout.vllm_engine import VLLMRolloutEngine
 
+    _check_vllm_version()
     if device.type == "cpu":
-        _check_cpu_attention(hf_config)
+        with vllm_failures("vLLM failed to start"):
+            _check_cpu_attention(hf_config)
     assets_dir.mkdir(parents=True, exist_ok=True)
     write_assets(assets_dir)
     try:
@@ -135,20 +145,52 @@ def build_rollout_engine(
             enforce_eager=enforce_eager,
             load_format="dummy",
         )
-    except ValueError as err:  # pydantic's ValidationError is one
-        refusal = _context_refusal(err)
-        if refusal is None:  # its KV cache not fitting the memory free, and the like
-            raise VLLMRolloutError.of(f"vLLM failed to start: {vllm_reason(err)}") from None
-        raise ConfigError(
-            f"data.max_prompt_length + rollout.max_response_length = {max_model_len} tokens:"
-            f" vLLM refuses it for this model ({refusal}); lower them"
-        ) from None
     except torch.OutOfMemoryError:  # the run's memory advice, not another engine (as generate)
         raise
-    except RuntimeError as err:  # its engine core failing as it starts
-        raise VLLMRolloutError.of(f"vLLM failed to start: {vllm_reason(err)}") from None
+    except Exception as err:  # vLLM's own classes, its engine core failing, an API it lacks
+        raise start_failure(err, max_model_len, device, gpu_memory_utilization) from None
     engine.eos_token_ids = eos
     return engine
+
+
+def start_failure(
+    err: Exception, max_model_len: int, device: torch.device, gpu_memory_utilization: float
+) -> MfsdpError:
+    """The one-line error for vLLM failing to start with `err`: ConfigError for a length
+    over the model's context, else VLLMRolloutError with vLLM's reason; a KV cache refusal
+    keeps its numbers and names the knob that sizes the cache on `device` (vLLM's own advice
+    names `gpu_memory_utilization`, which does nothing on CPU)."""
+    refusal = _context_refusal(err)
+    if refusal is not None:
+        return ConfigError(
+            f"data.max_prompt_length + rollout.max_response_length = {max_model_len} tokens:"
+            f" vLLM refuses it for this model ({refusal}); lower them"
+        )
+    reason = vllm_reason(err)
+    if _is_memory_refusal(err):
+        reason += (
+            f"; raise {kv_cache_knob(device, gpu_memory_utilization)} or lower"
+            f" data.max_prompt_length + rollout.max_response_length ({max_model_len})"
+        )
+    return VLLMRolloutError.of(f"vLLM failed to start: {reason}")
+
+
+def _check_vllm_version() -> None:
+    """VLLMRolloutError, one line, for a vLLM older than the engine's calls need: each call
+    it lacks (an import, a keyword) was a traceback of its own, at start or at the first
+    weight push."""
+    import vllm
+
+    refusal = vllm_version_refusal(str(getattr(vllm, "__version__", "")))
+    if refusal is not None:
+        raise VLLMRolloutError.of(refusal)
+
+
+def _is_memory_refusal(err: Exception) -> bool:
+    """Whether `err` is vLLM refusing to start for the memory its KV cache was given (too
+    little for one request of the run's length, or none at all)."""
+    text = str(err)
+    return "KV cache memory" in text or "No available memory for the cache blocks" in text
 
 
 def _check_cpu_attention(hf_config: Any) -> None:
@@ -170,7 +212,7 @@ def _check_cpu_attention(hf_config: Any) -> None:
     )
 
 
-def _context_refusal(err: ValueError) -> str | None:
+def _context_refusal(err: Exception) -> str | None:
     """vLLM's sentence refusing max_model_len (prompt + response) over the model's context,
     where the run's own check (`prerequisites.check_context_length`) could not tell from the
     config (a named shape, a rope scaling read otherwise); None for any other error."""

@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
 import torch
 
 from mfsdp_ckpt.check.printable import cut_to
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
 
 if TYPE_CHECKING:  # vLLM is imported where it is used
     from vllm import LLM
     from vllm.config.model import ModelDType
     from vllm.logprobs import Logprob
+
+
+CPU_KV_CACHE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"
+DEFAULT_CPU_KV_CACHE_GIB = 1
 
 
 def vllm_available() -> bool:
@@ -56,16 +61,51 @@ class VLLMRolloutError(MfsdpFailedError):
 
 
 _MAX_REASON_CHARS = 400  # vLLM's sentences run to ~250 characters (its KV cache refusal)
+# where vLLM's memory refusals start their advice, which names its `LLM(...)` arguments, not
+# the run's keys, and on CPU a knob that the KV cache size (`kv_cache_knob`) overrides
+_VLLM_MEMORY_ADVICE = " Try increasing `gpu_memory_utilization`"
 
 
 def vllm_reason(err: BaseException) -> str:
     """vLLM's reason for `err` in one line: the first line of its message, or a pydantic
-    error's `Value error, ...` line (its first line only counts the errors), bounded."""
+    error's `Value error, ...` line (its first line only counts the errors), without the
+    advice of a memory refusal (the caller names the run's knob: `kv_cache_knob`), bounded.
+    The bound keeps the numbers of a KV cache refusal (needed, available, the estimated
+    maximum length), which come before its advice."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith("Value error, "):
-            return cut_to(line.removeprefix("Value error, "), _MAX_REASON_CHARS)
-    return cut_to(lines[0], _MAX_REASON_CHARS) if lines else type(err).__name__
+    if not lines:
+        return type(err).__name__
+    line = next((line for line in lines if line.startswith("Value error, ")), lines[0])
+    line = line.removeprefix("Value error, ").split(_VLLM_MEMORY_ADVICE, 1)[0]
+    return cut_to(line, _MAX_REASON_CHARS)
+
+
+def kv_cache_knob(device: torch.device, gpu_memory_utilization: float) -> str:
+    """What sets the memory vLLM gives its KV cache on `device`: on CPU the environment
+    variable VLLM_CPU_KVCACHE_SPACE (GiB; the engine sets 1 where it is unset), which
+    overrides rollout.gpu_memory_utilization there; on a GPU that key."""
+    if device.type == "cpu":
+        space = os.environ.get(CPU_KV_CACHE_VARIABLE) or str(DEFAULT_CPU_KV_CACHE_GIB)
+        return f"the environment variable {CPU_KV_CACHE_VARIABLE} (GiB, now {space})"
+    return f"rollout.gpu_memory_utilization (now {gpu_memory_utilization:g})"
+
+
+@contextmanager
+def vllm_failures(failed: str, close: Callable[[], None] | None = None) -> Iterator[None]:
+    """Any exception a vLLM call raises as one VLLMRolloutError line, `failed: vLLM's
+    reason`, in place of its traceback: vLLM raises its own classes (a VLLMValidationError
+    is neither a ValueError nor a RuntimeError), a TypeError where its API moved, and
+    anything its engine core meets. `close` shuts the engine down first, while the process
+    group its shutdown tears down still exists. Memory runs out as itself (the run's memory
+    advice, not another engine); mfsdp's own errors pass as they are."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MfsdpError):
+        raise
+    except Exception as err:
+        if close is not None:
+            close()
+        raise VLLMRolloutError.of(f"{failed}: {vllm_reason(err)}") from None
 
 
 def vllm_logs_to_stderr() -> None:
@@ -97,7 +137,7 @@ class VLLMRolloutEngine(RolloutEngine):
         gpu_memory_utilization: float = 0.5,
         seed: int = 0,
         enforce_eager: bool = False,
-        cpu_kv_cache_gib: int = 1,
+        cpu_kv_cache_gib: int = DEFAULT_CPU_KV_CACHE_GIB,
         load_format: str = "auto",
     ):
         """A vLLM `LLM` in this process. Multiprocessing is turned off so its worker is
@@ -105,7 +145,7 @@ class VLLMRolloutEngine(RolloutEngine):
         raw ones, before any sampling setting changes them, so they compare with the actor's
         (`rollout/actor_logprob_diff`)."""
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gib))
+        os.environ.setdefault(CPU_KV_CACHE_VARIABLE, str(cpu_kv_cache_gib))
         vllm_logs_to_stderr()
         vllm_info_only_when_verbose()
         from vllm import LLM
@@ -129,21 +169,22 @@ class VLLMRolloutEngine(RolloutEngine):
         return self.llm.llm_engine.model_executor.driver_worker.worker
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        worker = self._worker()
         # A push may cover some layers only (a LoRA update sends the adapted ones); vLLM keeps
         # the others as they are and warns "Failed to load weights" for each, every step.
         reload_log = logging.getLogger("vllm.model_executor.model_loader.reload")
         level = reload_log.level
         reload_log.setLevel(logging.ERROR)
-        try:
-            worker.reload_weights(weights_iterator=iter(weights))
-        finally:
-            reload_log.setLevel(level)
-        model = worker.model_runner.get_model()
-        if model.config.tie_word_embeddings and worker.device.type == "cpu":
-            model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
         assert self.llm is not None  # a closed engine takes no more calls
-        self.llm.reset_prefix_cache()
+        with vllm_failures("vLLM failed to take the actor's weights", self.close):
+            worker = self._worker()
+            try:
+                worker.reload_weights(weights_iterator=iter(weights))
+            finally:
+                reload_log.setLevel(level)
+            model = worker.model_runner.get_model()
+            if model.config.tie_word_embeddings and worker.device.type == "cpu":
+                model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+            self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
         """All responses of one step in one `LLM.generate` call, so vLLM schedules them
@@ -158,32 +199,29 @@ class VLLMRolloutEngine(RolloutEngine):
         per_request = 1 if params.greedy else params.n
         base_seed = params.seed if params.seed is not None else self._seed
         requests, sampling = [], []
-        for index, prompt in enumerate(prompts):
-            for copy in range(copies):
-                requests.append(TokensPrompt(prompt_token_ids=list(prompt)))
-                sampling.append(
-                    VLLMSamplingParams(
-                        n=per_request,
-                        temperature=params.temperature,
-                        top_p=params.top_p,
-                        top_k=params.top_k,
-                        max_tokens=params.max_tokens,
-                        seed=None
-                        if params.greedy
-                        else base_seed + (index * copies + copy) * params.n,
-                        logprobs=0 if params.logprobs else None,
-                        stop_token_ids=self.eos_token_ids,
-                        detokenize=False,
+        refused = "vLLM refused the sampling settings (rollout.temperature, top_p, top_k)"
+        with vllm_failures(refused, self.close):
+            for index, prompt in enumerate(prompts):
+                for copy in range(copies):
+                    requests.append(TokensPrompt(prompt_token_ids=list(prompt)))
+                    sampling.append(
+                        VLLMSamplingParams(
+                            n=per_request,
+                            temperature=params.temperature,
+                            top_p=params.top_p,
+                            top_k=params.top_k,
+                            max_tokens=params.max_tokens,
+                            seed=None
+                            if params.greedy
+                            else base_seed + (index * copies + copy) * params.n,
+                            logprobs=0 if params.logprobs else None,
+                            stop_token_ids=self.eos_token_ids,
+                            detokenize=False,
+                        )
                     )
-                )
         assert self.llm is not None  # a closed engine takes no more calls
-        try:
+        with vllm_failures("vLLM failed to generate", self.close):
             outputs = self.llm.generate(requests, sampling, use_tqdm=False)
-        except torch.OutOfMemoryError:
-            raise  # the run's memory advice, not another engine
-        except RuntimeError as err:
-            self.close()  # now, while the process group vLLM's shutdown tears down still exists
-            raise VLLMRolloutError.of(f"vLLM failed to generate: {vllm_reason(err)}") from None
         responses, logprobs, prompt_index = [], [], []
         for request_index, output in enumerate(outputs):
             for completion in output.outputs:
