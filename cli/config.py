@@ -97,7 +97,8 @@ def check(trainer: str, config_path: str | None, as_json: bool, overrides: tuple
     """Check the config `mfsdp train TRAINER --config FILE OVERRIDES` would run (TRAINER:
     sft or grpo), as train checks it before it loads anything: key names, types and ranges,
     keys that disagree (GRPO's batch sizes, split as for one rank), verl's keys, the paths
-    it names (model, tokenizer, data files, run dir). Nothing is written, and torch is not
+    it names (model, tokenizer, data files, run dir), and each data file's first row as
+    train reads its rows. Nothing is written, and torch is not
     imported, except that `model.overrides` are checked as train checks them, against the
     model's transformers config (a key it lacks, a value it refuses): that loads transformers
     and torch, and the tokenizer, but no weights.

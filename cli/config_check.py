@@ -3,18 +3,21 @@
 A config's mistakes (a key name, a type, a range, two keys that disagree, a path that is not
 there) are found by `mfsdp train` before it loads torch; on a good config it then trains,
 and on a 7B one loads the model. Here the same checks run, in the same order and with the
-same lines (`load_checked_config`, `check_data_files`), and nothing is written or started.
+same lines (`load_checked_config`, `check_data_files`, `check_first_rows`: each data file's
+first row), and nothing is written or started.
 `model.overrides` alone need the model's transformers config: where they are given, the
 tokenizer and that config are built as train builds them (no weights, no model). What the
 machine has (GPUs, vLLM or megatron-fsdp installed, a wandb key) is left out: a config is
 checked on a login node and run on another machine, whose `mfsdp train` checks those before
-it loads anything.
+it loads anything. One exception: `rollout.name=auto` where vLLM is installed is checked
+against the sampling settings vLLM refuses, as auto would pick vLLM here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cli.first_rows import check_first_rows
 from cli.launch import check_data_files, load_checked_config
 from cli.missing_path import refuse_missing
 
@@ -39,18 +42,21 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     checks it runs on it; the first problem exits 2 with the line train prints."""
     from trainer.model_source import check_tokenizer_present, resolve_model_source
     from trainer.prerequisites import check_context_length
+    from trainer.rollout.vllm_limits import check_auto_temperature
     from trainer.tokenizer_vocabulary import check_tokenizer_vocabulary
 
     if config_path is not None:
         refuse_missing(config_path)
     cfg = load_checked_config(config_class(trainer), config_path, overrides)
     check_data_files(cfg.data, "rl" if trainer == "grpo" else "sft", config_path is not None)
+    check_first_rows(cfg, "rl" if trainer == "grpo" else "sft")
     source = resolve_model_source(cfg.model)  # the config's part of `check_prerequisites`
     check_tokenizer_present(cfg.model, source)
     check_tokenizer_vocabulary(cfg.model, source)
     _refuse_uncomputable_record(source)
     if trainer == "grpo":
         check_context_length(cfg, source)
+        check_auto_temperature(cfg.rollout.name, cfg.rollout.temperature)
     _check_model_overrides(cfg.model)
     return cfg
 

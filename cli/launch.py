@@ -35,7 +35,7 @@ from cli.errors import (
     json_option,
     on_interrupt,
 )
-from cli.launch_flags import check_launch
+from cli.launch_flags import check_launch, help_pointer
 from cli.main import settle
 from cli.missing_path import missing_line, refuse_missing
 from cli.result_said import expect_result, result_said
@@ -149,7 +149,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     import logging
 
     from cli.verbosity import configure_logging
-    from trainer.config import load_config
+    from trainer.config import NotAnOverride, load_config
 
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
@@ -175,7 +175,10 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     from trainer.run_dir_links import check_run_dir_entries
 
     refuse_other_kind(cls, config_path)  # the other trainer's config, a verl launch script
-    cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
+    try:
+        cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
+    except NotAnOverride as err:  # a command-line mistake, said as one
+        fail(f"{err}{help_pointer()}", EXIT_USAGE)
     check_no_variables(cfg)
     check_batch_sizes(cfg, 1)  # the part of any world size; `start` checks the ranks launched
     check_torch_env_dirs()
@@ -348,6 +351,7 @@ def start(
     return when this process should train; when it should launch ranks instead, run
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
     a signal that stopped them ends it with the interrupted line)."""
+    from cli.first_rows import check_first_rows
     from trainer.local_ranks import check_local_ranks
     from trainer.node_rank import pass_node_rank
     from trainer.prerequisites import check_prerequisites
@@ -362,6 +366,7 @@ def start(
     launching = not in_torchrun_rank and (launch.nproc_per_node > 1 or launch.multi_node)
     kind = "rl" if subcommand == "grpo" else "sft"
     check_data_files(cfg.data, kind, config_given=config_path is not None)
+    check_first_rows(cfg, kind)  # before torch: train refuses such a row after loading it
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     if launching:  # before torchrun starts a process per rank, each loading torch
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
+
+import click
 
 from cli.errors import EXIT_USAGE, fail
 
@@ -26,32 +28,42 @@ def check_launch(launch: Launch) -> None:
     """Each mistake in the flags exits 2 in one line naming its flag."""
     for flag, value in (("--nproc-per-node", launch.nproc_per_node), ("--nnodes", launch.nnodes)):
         if value < 1:
-            fail(f"{flag} must be >= 1", EXIT_USAGE)
+            _refuse(f"{flag} must be >= 1")
     rank = launch.node_rank
     if rank is not None and rank >= launch.nnodes:
         if launch.nnodes == 1:
-            fail(
+            _refuse(
                 f"--node-rank {rank}: a run on one machine is node 0; for a run on several "
-                "machines give --nnodes M too (the same on each)",
-                EXIT_USAGE,
+                "machines give --nnodes M too (the same on each)"
             )
-        fail(
+        _refuse(
             f"--node-rank {rank}: must be 0..{launch.nnodes - 1}, this machine's index among "
-            f"--nnodes {launch.nnodes}",
-            EXIT_USAGE,
+            f"--nnodes {launch.nnodes}"
         )
     if launch.nnodes > 1 and launch.rdzv_endpoint is None:
-        fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches", EXIT_USAGE)
+        _refuse("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches")
     if launch.rdzv_endpoint is not None:
         problem = _endpoint_problem(launch.rdzv_endpoint)
         if problem:
-            fail(f"--rdzv-endpoint {launch.rdzv_endpoint!r}: {problem}", EXIT_USAGE)
+            _refuse(f"--rdzv-endpoint {launch.rdzv_endpoint!r}: {problem}")
     if not RDZV_ID.fullmatch(launch.rdzv_id):
-        fail(
+        _refuse(
             f"--rdzv-id {launch.rdzv_id!r}: use 1 to 128 letters, digits or . _ - : @ + "
-            "(the same on every machine of the run)",
-            EXIT_USAGE,
+            "(the same on every machine of the run)"
         )
+
+
+def _refuse(message: str) -> NoReturn:
+    """A launch flag's mistake: exit 2 in one line ending where the command's --help is
+    (`help_pointer`); `--nproc-per-node two` had it and `--nproc-per-node 0` did not."""
+    fail(message + help_pointer(), EXIT_USAGE)
+
+
+def help_pointer() -> str:
+    """`; see 'mfsdp train sft --help'` for the command running, as click's own usage errors
+    end (cli/app.py) and README promises for every command-line mistake; "" outside one."""
+    ctx = click.get_current_context(silent=True)
+    return f"; see '{ctx.command_path} --help'" if ctx else ""
 
 
 def _endpoint_problem(endpoint: str) -> str | None:

@@ -482,7 +482,7 @@ def _override_pairs(
             raise ConfigError(_hydra_delete(item))
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(_not_an_override(item, overrides[index + 1 :]))
+            raise NotAnOverride(_not_an_override(item, overrides[index + 1 :]))
         value = _override_value(cls, key.strip(), text)
         _refuse_selection(cls, key.strip(), value, COMMAND_LINE)
         pairs.append((key.strip(), value))
@@ -524,11 +524,17 @@ def no_config_file(command: str) -> str:
     )
 
 
+class NotAnOverride(ConfigError):
+    """An argument that is no `key=value` override (`my.yaml`, `trainer.total_steps 2`): a
+    mistake in the command line, which the command's line ends with where its --help is
+    (cli/launch.py), as click's own usage errors end."""
+
+
 def _not_an_override(item: str, rest: list[str]) -> str:
     """The error for an argument without `=`: a config file given without --config, or a key
     and its value as two arguments (`trainer.total_steps 2`), say what to write instead."""
     if item.lower().endswith((".yaml", ".yml")):
-        return f"override {item!r}: a config file is given as --config {item}"
+        return f"override {item!r}: give a config file as --config {item}"
     if "." in item and rest and "=" not in rest[0]:
         return f"override {item!r}: expected key=value; write {item}={rest[0]}"
     return f"override {item!r}: expected key=value, e.g. optim.lr=2e-5"

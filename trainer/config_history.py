@@ -206,11 +206,40 @@ def _config_changes(
         with replacing(kept, f"keep in it the config step {step} was trained with") as out:
             out.write(text.encode())
     source = "" if _same_path(trained_in, run_dir) else f" (trained with {record})"
-    listed = first_of(changes, _SHOWN_CHANGES)
+    listed = first_of(_weights_not_read(changes, step), _SHOWN_CHANGES)
     return (
         f"resumed with settings changed since step {step}{source}: {listed};"
         f" the config step {step} was trained with is kept as {kept}{replaced}"
     )
+
+
+# Keys whose value picks only the weights a run starts from: a resume loads the step's
+# weights instead, so the new value is not read. Named like any other change, `model.path
+# None -> 'hf/np2'` read as accepted, and the run went on from the step's weights without
+# loading hf/np2's. (A model of another architecture is refused as the step is loaded.)
+_START_WEIGHTS = {
+    "model.path": "its weights are not read",
+    "model.lora_adapter_path": "its weights are not read",
+    "model.shape": "it initialises no weights",
+    "model.random_init": "it initialises no weights",
+}
+
+
+def _weights_not_read(changes: list[str], step: int) -> list[str]:
+    """`changes` (`changed_keys`'s), those of `_START_WEIGHTS` first, each saying that the
+    run continues from step `step`'s weights and how to start from the new ones instead."""
+    said, rest = [], []
+    for change in changes:
+        what = _START_WEIGHTS.get(change.partition(" ")[0])
+        if what is None:
+            rest.append(change)
+            continue
+        said.append(
+            f"{change} ({what}: the run continues from"
+            f" {layout.step_dir(Path(), step).name}'s weights; give a new trainer.run_dir to"
+            " start from the new ones)"
+        )
+    return said + rest
 
 
 def own_config_note(run_dir: Path, config: Any, resumed: CheckpointPaths | None) -> str:

@@ -26,18 +26,41 @@ def files_under(root: Path) -> set[Path]:
     return set(root.rglob("*"))
 
 
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    """`rows` as the table `path` names (.parquet, else JSON lines), its dir made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
 def stage_example(tmp_path: Path, config: Path) -> list[str]:
-    """`config` copied to tmp_path/examples, with the data files it names made (empty: the
-    check reads none) and, where it names a model dir, the overrides pointing it at a
-    stand-in dir; the overrides."""
+    """`config` copied to tmp_path/examples, with the data files it names made (one row of
+    its trainer's: the check reads a file's first row) and, where it names a model dir, the
+    overrides pointing it at a stand-in dir; the overrides."""
     (tmp_path / "examples").mkdir()
     shutil.copy(config, tmp_path / "examples" / config.name)
     keys = yaml.safe_load(config.read_text())
+    row = (
+        {
+            keys["data"].get("prompt_key", "prompt"): [{"role": "user", "content": "1+1?"}],
+            "data_source": "openai/gsm8k",
+            "reward_model": {"ground_truth": "2"},
+        }
+        if trainer_of(config) == "grpo"
+        else {
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+        }
+    )
     for key in ("train_files", "val_files"):
         named = keys["data"].get(key) or []
         for path in [named] if isinstance(named, str) else named:
-            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / path).touch()
+            write_rows(tmp_path / path, [row])
     if "path" not in keys.get("model", {}):
         return []
     model = tmp_path / "model"
@@ -92,8 +115,8 @@ def test_a_missing_data_file_is_the_line_train_prints(tmp_path):
 
 
 def test_overrides_alone_are_checked(tmp_path):
-    data = tmp_path / "train.parquet"
-    data.touch()
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    data = write_rows(tmp_path / "train.parquet", [{"messages": chat}])
     done = mfsdp(
         "config", "check", "sft", f"data.train_files={data}", "model.shape=tiny", cwd=tmp_path
     )
@@ -104,8 +127,13 @@ def test_overrides_alone_are_checked(tmp_path):
 
 
 def test_neither_torch_nor_transformers_is_imported(tmp_path):
-    data = tmp_path / "train.parquet"
-    data.touch()
+    """Nor by reading the data files' first rows (a parquet file's through pyarrow)."""
+    row = {
+        "prompt": [{"role": "user", "content": "1+1?"}],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"ground_truth": "2"},
+    }
+    data = write_rows(tmp_path / "train.parquet", [row])
     loaded = modules_after(
         MAIN_CATCHING_EXIT,
         "config",

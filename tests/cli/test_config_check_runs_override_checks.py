@@ -9,6 +9,7 @@ import pytest
 from transformers import Qwen2Config
 
 from cli.config_check import check_config
+from tests.support.sft import write_chat_jsonl
 from trainer.config import ConfigError
 from trainer.tiny import build_tokenizer, tiny_config_kwargs
 
@@ -36,12 +37,12 @@ REFUSED = [
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """A Qwen2 model dir holding only config.json and the tokenizer (random_init reads no
-    weights), and an SFT table (the check reads none of its rows)."""
+    weights), and an SFT table (the check reads its first row)."""
     root = tmp_path_factory.mktemp("model")
     tokenizer = build_tokenizer()
     Qwen2Config(**tiny_config_kwargs(len(tokenizer))).save_pretrained(root)
     tokenizer.save_pretrained(root)
-    (root / "train.jsonl").touch()
+    write_chat_jsonl(root / "train.jsonl", rows=1)
     return root
 
 

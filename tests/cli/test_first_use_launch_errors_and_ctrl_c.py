@@ -174,16 +174,19 @@ def test_cuda_without_a_gpu_and_more_ranks_than_gpus_are_usage_errors(monkeypatc
 
 @pytest.fixture(scope="module")
 def launched_from_a_project(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
-    """`mfsdp train sft --nproc-per-node 2` given an RL table, run from a training project's
-    folder whose own `trainer/` and `cli/` packages fail as they are imported: the finished
-    launch and the table. One launch (two ranks, each loading torch) read by the two tests
-    below, each on a path of its own: every rank meeting the same usage mistake, and the
-    ranks importing mfsdp's code wherever they are run from (they get as far as reading the
-    table's first row, in mfsdp's `trainer.data`)."""
-    from trainer.grpo.synthetic import write_addition_data
-
+    """`mfsdp train sft --nproc-per-node 2` given a data file whose second row is a ShareGPT
+    chat (`conversations`, no `messages`), run from a training project's folder whose own
+    `trainer/` and `cli/` packages fail as they are imported: the finished launch and the
+    file. The launcher checks a file's first row before torchrun starts; the ranks read the
+    rest. One launch (two ranks, each loading torch) read by the two tests below, each on a
+    path of its own: every rank meeting the same usage mistake, and the ranks importing
+    mfsdp's code wherever they are run from (they get as far as reading the second row, in
+    mfsdp's `trainer.data`)."""
     root = tmp_path_factory.mktemp("launched_from_a_project")
-    rl_table = write_addition_data(root / "data")["rl_train"]  # RL rows: no `messages`
+    data = root / "mixed.jsonl"
+    chat = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+    sharegpt = [{"from": "human", "value": "2+2?"}]
+    data.write_text(json.dumps({"messages": chat}) + "\n" + json.dumps({"conversations": sharegpt}))
     project = root / "project"
     for package in ("trainer", "cli"):
         (project / package).mkdir(parents=True)
@@ -193,7 +196,7 @@ def launched_from_a_project(tmp_path_factory) -> tuple[subprocess.CompletedProce
         "-c",
         f"import sys; sys.path.insert(0, {str(REPO)!r})\nfrom cli.main import main; main()",
         *("train", "sft", "--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", "2"),
-        f"data.train_files={rl_table}",
+        f"data.train_files={data}",
         f"trainer.run_dir={root / 'run'}",
         "trainer.progress_bar=false",
     ]
@@ -206,17 +209,17 @@ def launched_from_a_project(tmp_path_factory) -> tuple[subprocess.CompletedProce
         text=True,
         timeout=300,
     )
-    return done, rl_table
+    return done, data
 
 
 def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(launched_from_a_project):
-    done, rl_table = launched_from_a_project
+    done, data = launched_from_a_project
     assert done.returncode == 2, done.stderr
     assert "launching 2 processes" in done.stderr, done.stderr  # the ranks met it
     assert lines_besides_starting(done.stderr) == [
-        f"error: {rl_table} row 1: no 'messages' column and no 'prompt'/'response' columns"
-        " (found: data_source, prompt, ability, reward_model, extra_info); a verl RL table"
-        " (prompts and rewards): `mfsdp train grpo` reads it"
+        f"error: {data}:2: no 'messages' column and no 'prompt'/'response' columns (found:"
+        " conversations); to read other columns: data.prompt_key=COL data.response_key=COL,"
+        " or data.messages_key=COL for a column of chat turns"
     ]
 
 
@@ -362,7 +365,7 @@ def test_a_users_own_trainer_or_cli_package_in_the_working_directory_is_not_impo
     """The ranks run `python -m cli.train`, whose sys.path starts with the working
     directory: a training project's own `trainer/` package there was imported instead of
     mfsdp's, and `--nproc-per-node 2` died with its traceback. The ranks here read the data
-    with mfsdp's `trainer` (its refusal of the table is their line, not an ImportError)."""
-    done, rl_table = launched_from_a_project
+    with mfsdp's `trainer` (its refusal of the second row is their line, not an ImportError)."""
+    done, data = launched_from_a_project
     assert "the user's" not in done.stderr, done.stderr
-    assert done.returncode == 2 and f"error: {rl_table} row 1: " in done.stderr, done.stderr
+    assert done.returncode == 2 and f"error: {data}:2: " in done.stderr, done.stderr

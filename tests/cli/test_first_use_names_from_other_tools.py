@@ -239,7 +239,7 @@ def test_a_mistyped_local_path_with_one_slash_gets_no_hub_hint(tmp_path, monkeyp
     [
         (
             ["examples/sft_tiny_cpu.yaml"],
-            "override 'examples/sft_tiny_cpu.yaml': a config file is given as --config "
+            "override 'examples/sft_tiny_cpu.yaml': give a config file as --config "
             "examples/sft_tiny_cpu.yaml",
         ),
         (

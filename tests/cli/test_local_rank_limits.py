@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from cli.main import app
 from tests.support.cli_errors import one_error
+from tests.support.grpo import write_rl_rows
 from tests.support.paths import EXAMPLES
 from tests.support.sft import write_chat_jsonl
 from trainer import local_ranks, threads
@@ -41,7 +42,9 @@ def no_torchrun(monkeypatch):
 
 
 def _train(command: str, tmp_path, *args: str):
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=8)
+    # each trainer's own rows: the launcher reads a data file's first row (cli/first_rows.py)
+    write = write_rl_rows if command == "grpo" else write_chat_jsonl
+    data = write(tmp_path / "train.jsonl", rows=8)
     config = EXAMPLES / f"{command}_tiny_cpu.yaml"
     return CliRunner().invoke(
         app,

@@ -168,7 +168,7 @@ def test_sft_values_out_of_range_name_the_key(key, value):
         ("rollout.n", "0"),
         ("rollout.top_p", "0"),
         ("rollout.top_p", "1.5"),
-        ("rollout.top_k", "0"),
+        ("rollout.top_k", "-2"),
         ("rollout.temperature", "-1"),
         ("rollout.gpu_memory_utilization", "2"),
         ("rollout.max_response_length", "0"),
@@ -239,7 +239,12 @@ def test_cli_refuses_in_one_line_with_exit_2(tmp_path, case):
 
 
 @pytest.mark.parametrize(
-    "raw", ["caf\xe9".encode("latin-1"), b"\xff\xfe{}", b'{"messages": []}\n\x80\n']
+    "raw",
+    [
+        "caf\xe9".encode("latin-1"),
+        b"\xff\xfe{}",
+        b'{"prompt": "2+2?", "response": "4"}\n\x80\n',  # a first row train takes, then not UTF-8
+    ],
 )
 def test_data_files_that_are_not_utf8_are_refused_in_one_line(tmp_path, raw):
     data = tmp_path / "train.jsonl"

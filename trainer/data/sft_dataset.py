@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -14,13 +15,14 @@ from trainer.data.chat import (
     ChatFormatError,
     Example,
     NoChatColumns,
+    messages_of,
     row_limit,
     tokenize_sft_row,
     truncate,
     turn_keys_texts,
     turn_texts,
 )
-from trainer.data.chat_columns import no_chat_columns, other_kind
+from trainer.data.chat_columns import ChatColumns, no_chat_columns, other_kind
 from trainer.data.chat_source import chat_columns, chat_keys, say_which_trains
 from trainer.data.files import RowOrigins, read_rows_with_origins
 from trainer.data.row_table import IntLists, RowTable, Shared, TextTuples
@@ -73,12 +75,9 @@ def tokenize_rows(
     for index, row in enumerate(item_bar(rows, desc, progress)):
         try:
             messages, example = tokenize_sft_row(tokenizer, row, columns, limit)
-        except NoChatColumns as err:
-            said = str(err) if whole_row is None else no_chat_columns(whole_row(index), columns)
-            raise ChatFormatError(f"{where(index)}: {said}") from None
-        except ChatFormatError as err:  # a null cell of the kind read: the row may hold the other
-            other = "" if whole_row is None else other_kind(whole_row(index), columns)
-            raise ChatFormatError(f"{where(index)}: {err}{other}") from None
+        except ChatFormatError as err:
+            whole = None if whole_row is None else functools.partial(whole_row, index)
+            raise row_error(err, columns, where(index), whole) from None
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
         if kept.num_targets == 0:
             untrained.append((where(index), kept is not example))
@@ -91,6 +90,40 @@ def tokenize_rows(
     _say_untrained(untrained, len(examples), cfg)
     _say_unlike_verl(unlike_verl, len(examples))
     return examples
+
+
+def row_error(
+    err: ChatFormatError,
+    columns: ChatColumns,
+    where: str,
+    whole_row: Callable[[], dict[str, Any]] | None,
+) -> ChatFormatError:
+    """`err`, raised by a row, as train says it: named by `where`; a row with no chat columns
+    (`NoChatColumns`) said again of its whole row (`whole_row`: every column of its file),
+    and a null cell of the kind read with the other kind the row may hold."""
+    if isinstance(err, NoChatColumns):
+        said = str(err) if whole_row is None else no_chat_columns(whole_row(), columns)
+        return ChatFormatError(f"{where}: {said}")
+    other = "" if whole_row is None else other_kind(whole_row(), columns)
+    return ChatFormatError(f"{where}: {err}{other}")
+
+
+def columns_read(cfg: DataConfig) -> tuple[str, ...]:
+    """The columns a row is read through: no other is decoded (files.py)."""
+    return (*chat_keys(cfg), *TEMPLATE_COLUMNS)
+
+
+def check_row_chat(
+    cfg: DataConfig, row: dict[str, Any], where: str, whole_row: Callable[[], dict[str, Any]]
+) -> None:
+    """Refuse, with train's line (`row_error`), a row whose chat train refuses before it
+    tokenizes it (`messages_of`: other columns, turns without role and content, messages
+    written as a string); needs no tokenizer, so it runs before torch loads."""
+    columns = chat_columns(cfg)
+    try:
+        messages_of(row, columns)
+    except ChatFormatError as err:
+        raise row_error(err, columns, where, whole_row) from None
 
 
 # How rows train otherwise than in verl's MultiTurnSFTDataset (`Example.unlike_verl`): the
@@ -174,8 +207,7 @@ def load_sft_splits(
     hold-out. Errors name a row by its file and its row there, wherever the split put it."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
-    # the columns a row is read through: no other is decoded (files.py)
-    read = (*chat_keys(cfg), *TEMPLATE_COLUMNS)
+    read = columns_read(cfg)
     rows, origins = read_rows_with_origins(cfg.train_files, read)
     train_at: Sequence[int] = range(len(rows))
     if cfg.val_files:

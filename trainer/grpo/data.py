@@ -20,6 +20,7 @@ the function is given it as verl's reward manager gives it (`reward_extra_info`)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -38,13 +39,11 @@ from trainer.data.chat import (
 )
 from trainer.data.files import read_rows_with_origins
 from trainer.data.row_table import IntLists, Pickled, RowTable, Shared, TextTuples
-from trainer.data.table_kinds import table_kind_hint
 from trainer.grpo.config import RLDataConfig
+from trainer.grpo.prompt_row import checked_prompt_row
 from trainer.progress import item_bar
 from trainer.rewards.dispatch import (
-    built_in_rule,
     ground_truth_text,
-    no_built_in_reward,
     no_text_to_compare,
 )
 
@@ -146,17 +145,6 @@ def checked_extra_info(value: Any) -> str | None:
     )
 
 
-def _check_built_in_source(row: dict, where: str) -> None:
-    """Refuse a row no built-in rule can score: no data_source column, or one without a rule."""
-    if "data_source" not in row:
-        raise RLDataError(
-            f"{where}: no 'data_source' column (it picks the built-in reward; set reward.path "
-            "and reward.name to score rows without one)"
-        )
-    if built_in_rule(row["data_source"]) is None:
-        raise RLDataError(f"{where}: {no_built_in_reward(row['data_source'])}")
-
-
 def load_rl_prompts(
     files: list[str],
     cfg: RLDataConfig,
@@ -181,26 +169,8 @@ def load_rl_prompts(
     label = ",".join(files)
     for index, row in enumerate(item_bar(rows, f"tokenize {label}", progress)):
         where = origins(index)
-        if cfg.prompt_key not in row:  # named with the columns it has, not those read
-            whole = origins.whole_row(index, row)
-            raise RLDataError(
-                f"{where}: no '{cfg.prompt_key}' column (found {sorted(whole)})"
-                f"{table_kind_hint(whole, 'grpo')}"
-            )
-        reward_model = row.get("reward_model") or {}
-        if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
-            raise RLDataError(f"{where}: no reward_model.ground_truth")
-        bad_truth = checked_ground_truth(reward_model["ground_truth"], custom_reward)
-        if bad_truth:
-            raise RLDataError(f"{where}: {bad_truth}")
-        if not custom_reward:
-            _check_built_in_source(row, where)
-        elif bad_extra := checked_extra_info(row.get("extra_info")):
-            raise RLDataError(f"{where}: {bad_extra}")
-        try:
-            turns = chat_turns(row[cfg.prompt_key])
-        except RLDataError as err:
-            raise RLDataError(f"{where}: {err}") from None
+        whole_row = functools.partial(origins.whole_row, index, row)
+        turns = checked_prompt_row(row, where, whole_row, cfg.prompt_key, custom_reward)
         try:
             rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
             refuse_unrendered_tool_calls(
@@ -228,7 +198,7 @@ def load_rl_prompts(
             RLPrompt(
                 ids,
                 str(row.get("data_source", "")),
-                reward_model["ground_truth"],
+                row["reward_model"]["ground_truth"],
                 row.get("extra_info"),
                 turn_texts(turns),
                 turn_keys_texts(turns),

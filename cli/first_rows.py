@@ -1,0 +1,41 @@
+"""The first row of each data file checked as train checks its rows before it tokenizes them,
+before torch loads: `mfsdp config check` said ok to a file of other columns (a ShareGPT
+`conversation`, `from`/`value` turns, messages written as a string) that `mfsdp train`
+refused at its first row after loading the model. Only the first row of each file is read
+(a .jsonl's first line, a parquet's first row group through the columns read); every other
+row is train's to check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+
+def check_first_rows(cfg: Any, kind: str) -> None:
+    """Refuse, with train's line, a data file of `cfg` (`kind`: sft or rl) whose first row
+    train refuses before it tokenizes it; the files were checked to exist and be readable
+    tables (`check_data_files`)."""
+    for path in [*cfg.data.train_files, *cfg.data.val_files]:
+        if kind == "rl":
+            from trainer.grpo.data import RL_COLUMNS
+            from trainer.grpo.prompt_row import checked_prompt_row
+
+            row, where, whole_row = _first_row(path, (cfg.data.prompt_key, *RL_COLUMNS))
+            custom_reward = bool(cfg.reward.path)
+            checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
+        else:
+            from trainer.data.sft_dataset import check_row_chat, columns_read
+
+            check_row_chat(cfg.data, *_first_row(path, columns_read(cfg.data)))
+
+
+def _first_row(
+    path: str, read: Collection[str]
+) -> tuple[dict[str, Any], str, Callable[[], dict[str, Any]]]:
+    """The first row of `path` through the columns `read`, how train names it, and what
+    gives it with every column of its file (for a row lacking those train reads)."""
+    from trainer.data.files import RowOrigins, iter_file_rows
+
+    row, line = next(iter_file_rows(path, read))  # dropped, the generator closes the file
+    origins = RowOrigins((path,), (0,), (None if line is None else (line,),))
+    return row, origins(0), lambda: origins.whole_row(0, row)

@@ -1,0 +1,64 @@
+"""A GRPO data row checked as `load_rl_prompts` checks it (calling this) before it renders
+the prompt: its prompt column, ground truth, data_source or extra_info, and prompt turns.
+None of this needs a tokenizer, so `mfsdp config check` and the launcher run it on a file's
+first row before torch loads (`cli/first_rows.py`): a file of other columns was refused only
+by train, after the model had loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trainer.data.table_kinds import table_kind_hint
+from trainer.rewards.dispatch import built_in_rule, no_built_in_reward
+
+
+def checked_prompt_row(
+    row: dict[str, Any],
+    where: str,
+    whole_row: Callable[[], dict[str, Any]],
+    prompt_key: str,
+    custom_reward: bool,
+) -> list[dict]:
+    """The prompt turns of `row` (named `where`; `whole_row` gives every column of its
+    file, for a row without the prompt column), or RLDataError with train's line.
+    `load_rl_prompts` calls this for each row, so its module is imported here, not above."""
+    from trainer.grpo.data import (
+        RLDataError,
+        chat_turns,
+        checked_extra_info,
+        checked_ground_truth,
+    )
+
+    if prompt_key not in row:  # named with the columns it has, not those read
+        whole = whole_row()
+        raise RLDataError(
+            f"{where}: no '{prompt_key}' column (found {sorted(whole)})"
+            f"{table_kind_hint(whole, 'grpo')}"
+        )
+    reward_model = row.get("reward_model") or {}
+    if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
+        raise RLDataError(f"{where}: no reward_model.ground_truth")
+    bad_truth = checked_ground_truth(reward_model["ground_truth"], custom_reward)
+    if bad_truth:
+        raise RLDataError(f"{where}: {bad_truth}")
+    if not custom_reward:
+        _check_built_in_source(row, where, RLDataError)
+    elif bad_extra := checked_extra_info(row.get("extra_info")):
+        raise RLDataError(f"{where}: {bad_extra}")
+    try:
+        return chat_turns(row[prompt_key])
+    except RLDataError as err:
+        raise RLDataError(f"{where}: {err}") from None
+
+
+def _check_built_in_source(row: dict, where: str, error: type[Exception]) -> None:
+    """Refuse (`error`) a row no built-in rule can score: no data_source column, or one
+    without a rule."""
+    if "data_source" not in row:
+        raise error(
+            f"{where}: no 'data_source' column (it picks the built-in reward; set reward.path "
+            "and reward.name to score rows without one)"
+        )
+    if built_in_rule(row["data_source"]) is None:
+        raise error(f"{where}: {no_built_in_reward(row['data_source'])}")
