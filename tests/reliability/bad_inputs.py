@@ -232,8 +232,9 @@ BAD_INPUTS: tuple[BadInput, ...] = (
     ),
     BadInput(
         "model_unbuildable",
-        "model.overrides={hidden_act: nope}: read by transformers, fails building the model"
-        " (in a new run dir: resuming, the step's own config is compared with it first)",
+        "model.overrides={hidden_act: nope}: an activation transformers lacks, refused where"
+        " the overrides are read (in a new run dir: resuming, the step's own config is"
+        " compared with it first)",
         lambda r: sft_args(
             r / "train.jsonl",
             r / "new_run",
@@ -241,7 +242,7 @@ BAD_INPUTS: tuple[BadInput, ...] = (
             "model.overrides={hidden_act: nope}",
         ),
         2,
-        "model.overrides: transformers cannot build the model (KeyError: 'nope')",
+        "model.overrides.hidden_act: nope is no activation transformers has",
     ),
 )
 

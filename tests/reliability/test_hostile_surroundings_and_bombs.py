@@ -303,6 +303,7 @@ def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
     done, seconds = _limited(
         "train", "sft", "--config", REPO / "examples" / "sft_tiny_cpu.yaml",
         f"data.train_files={bomb}", f"trainer.run_dir={tmp_path / 'run'}",
+        "data.prompt_key=question", "data.response_key=answer",  # its columns, read
         space=TRAINING_ADDRESS_SPACE,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
