@@ -9,8 +9,7 @@ first row), and nothing is written or started.
 tokenizer and that config are built as train builds them (no weights, no model). What the
 machine has (GPUs, vLLM or megatron-fsdp installed, a wandb key) is left out: a config is
 checked on a login node and run on another machine, whose `mfsdp train` checks those before
-it loads anything. One exception: `rollout.name=auto` where vLLM is installed is checked
-against the sampling settings vLLM refuses, as auto would pick vLLM here.
+it loads anything.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     checks it runs on it; the first problem exits 2 with the line train prints."""
     from trainer.model_source import check_tokenizer_present, resolve_model_source
     from trainer.prerequisites import check_context_length
-    from trainer.rollout.vllm_limits import check_auto_temperature
     from trainer.tokenizer_vocabulary import check_tokenizer_vocabulary
 
     if config_path is not None:
@@ -56,7 +54,6 @@ def check_config(trainer: str, config_path: str | None, overrides: list[str]) ->
     _refuse_uncomputable_record(source)
     if trainer == "grpo":
         check_context_length(cfg, source)
-        check_auto_temperature(cfg.rollout.name, cfg.rollout.temperature)
     _check_model_overrides(cfg.model)
     return cfg
 

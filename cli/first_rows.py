@@ -2,8 +2,10 @@
 before torch loads: `mfsdp config check` said ok to a file of other columns (a ShareGPT
 `conversation`, `from`/`value` turns, messages written as a string) that `mfsdp train`
 refused at its first row after loading the model. Only the first row of each file is read
-(a .jsonl's first line, a parquet's first row group through the columns read); every other
-row is train's to check."""
+(a .jsonl's first line, a parquet's first row group through the columns read, where that
+group is one batch of train's reader: a larger one is left to train, which decodes it whole
+to measure it); every other row is train's to check, and so is a file train may not read (a
+GRPO val file past the first, where `data.val_max_samples` keeps the first N rows)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,12 @@ def check_first_rows(cfg: Any, kind: str) -> None:
     """Refuse, with train's line, a data file of `cfg` (`kind`: sft or rl) whose first row
     train refuses before it tokenizes it; the files were checked to exist and be readable
     tables (`check_data_files`)."""
-    for path in [*cfg.data.train_files, *cfg.data.val_files]:
+    val_files = list(cfg.data.val_files)
+    if kind == "rl" and cfg.data.val_max_samples is not None:
+        val_files = val_files[:1]  # the first N rows may all come from it
+    for path in [*cfg.data.train_files, *val_files]:
+        if not _first_row_is_cheap(path):
+            continue
         if kind == "rl":
             from trainer.grpo.data import RL_COLUMNS
             from trainer.grpo.prompt_row import checked_prompt_row
@@ -27,6 +34,14 @@ def check_first_rows(cfg: Any, kind: str) -> None:
             from trainer.data.sft_dataset import check_row_chat, columns_read
 
             check_row_chat(cfg.data, *_first_row(path, columns_read(cfg.data)))
+
+
+def _first_row_is_cheap(path: str) -> bool:
+    """Whether train's reader gives `path`'s first row without decoding more than one batch:
+    any file but a parquet whose first row group holds more rows than a batch."""
+    from trainer.data.files import parquet_first_group_is_one_batch
+
+    return not path.lower().endswith(".parquet") or parquet_first_group_is_one_batch(path)
 
 
 def _first_row(

@@ -213,16 +213,14 @@ def _config_changes(
     )
 
 
-# Keys whose value picks only the weights a run starts from: a resume loads the step's
-# weights instead, so the new value is not read. Named like any other change, `model.path
-# None -> 'hf/np2'` read as accepted, and the run went on from the step's weights without
-# loading hf/np2's. (A model of another architecture is refused as the step is loaded.)
-_START_WEIGHTS = {
-    "model.path": "its weights are not read",
-    "model.lora_adapter_path": "its weights are not read",
-    "model.shape": "it initialises no weights",
-    "model.random_init": "it initialises no weights",
-}
+# Keys whose value picks the weights a run starts training from: a resume trains on from
+# the step's weights instead. Named like any other change, `model.path None -> 'hf/np2'`
+# read as accepted, and the run went on from the step's weights, not hf/np2's. (What a
+# resume still reads from model.path, a LoRA run's frozen base and GRPO's reference, is
+# checked against the step's record; another architecture is refused as the step loads.)
+_START_WEIGHTS = frozenset(
+    ("model.path", "model.lora_adapter_path", "model.shape", "model.random_init")
+)
 
 
 def _weights_not_read(changes: list[str], step: int) -> list[str]:
@@ -230,14 +228,12 @@ def _weights_not_read(changes: list[str], step: int) -> list[str]:
     run continues from step `step`'s weights and how to start from the new ones instead."""
     said, rest = [], []
     for change in changes:
-        what = _START_WEIGHTS.get(change.partition(" ")[0])
-        if what is None:
+        if change.partition(" ")[0] not in _START_WEIGHTS:
             rest.append(change)
             continue
         said.append(
-            f"{change} ({what}: the run continues from"
-            f" {layout.step_dir(Path(), step).name}'s weights; give a new trainer.run_dir to"
-            " start from the new ones)"
+            f"{change} (the run trains on from {layout.step_dir(Path(), step).name}'s"
+            " weights, not the new value's; give a new trainer.run_dir to start from those)"
         )
     return said + rest
 

@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 from trainer.config import MEGATRON_FSDP_NEEDS_CUDA, ConfigError
 from trainer.model_source import ModelSource, check_tokenizer_present, resolve_model_source
-from trainer.rollout.vllm_limits import check_auto_temperature
 from trainer.shapes import SHAPES
 from trainer.tokenizer_vocabulary import check_tokenizer_vocabulary
 from trainer.wandb_key import wandb_key_problem
@@ -51,7 +50,6 @@ def check_prerequisites(cfg: Any) -> None:
     rollout = getattr(cfg, "rollout", None)
     if rollout is not None:
         check_context_length(cfg, source)
-        check_auto_temperature(rollout.name, rollout.temperature)
     if rollout is not None and rollout.name == "vllm" and not installed("vllm"):
         raise ConfigError(VLLM_MISSING)
     if "wandb" in cfg.trainer.logger:  # else every rank failed (or prompted) once built

@@ -65,6 +65,9 @@ def printable(text: object, limit: int = MAX_PRINTED_CHARS, *, lookalikes: bool 
     return text
 
 
+# Letters that print as nothing (Hangul fillers): always escaped, and no other script's
+# writing, so one beside fullwidth digits does not pass them for a Korean name.
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 # Scripts whose letters pass for Latin ones (a Cyrillic o, U+043E; a Greek omicron, U+03BF).
 _LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
 
@@ -86,7 +89,10 @@ def _lookalikes_escaped(text: str) -> str:
             printed.append(found)
             continue
         latin = any(c.isascii() and c.isalpha() for c in found)
-        native = any(not c.isascii() and not _compatible_with_ascii(c) for c in found)
+        native = any(
+            not c.isascii() and c not in _BLANK_LETTERS and not _compatible_with_ascii(c)
+            for c in found
+        )
         printed += [escaped(c) if _passes_for_ascii(c, latin, native) else c for c in found]
     return "".join(printed)
 
@@ -110,6 +116,8 @@ def _passes_for_ascii(char: str, latin: bool, native: bool) -> bool:
     Latin-looking script's letter or a mark over the one before."""
     if char.isascii():
         return False
+    if char in _BLANK_LETTERS:
+        return True
     if _compatible_with_ascii(char):
         return not native
     if not latin:

@@ -34,6 +34,7 @@ CYRILLIC_MODEL = "\u043c\u043e\u0434\u0435\u043b\u044c"  # a directory named in 
         ("/data/\u6570\u636e/run.jsonl", "/data/\u6570\u636e/run.jsonl"),
         (f"/data/{CYRILLIC_MODEL}1/x", f"/data/{CYRILLIC_MODEL}1/x"),
         ("/data/\u6570\u636e\uff11/x", "/data/\u6570\u636e\uff11/x"),
+        ("global_step_\uff11\uff10\u3164", "global_step_\\uff11\\uff10\\u3164"),
         ("/data/\uff4e\uff4f\uff52\uff4d/x", "/data/\\uff4e\\uff4f\\uff52\\uff4d/x"),
     ],
 )

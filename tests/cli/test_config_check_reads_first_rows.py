@@ -66,3 +66,31 @@ def test_grpo_rows_without_the_prompt_column_are_refused(tmp_path):
 def test_good_rows_pass(tmp_path, trainer):
     data = (write_rl_rows if trainer == "grpo" else write_chat_jsonl)(tmp_path / "d.jsonl")
     check_config(trainer, None, given(trainer, data, tmp_path / "r"))
+
+
+def test_a_grpo_val_file_train_may_not_read_is_left_to_train(tmp_path):
+    """`data.val_max_samples` keeps the first N val rows across the val files: those of a
+    second file may never be read, so its first row is not refused here (it was, where train
+    ran its step)."""
+    good = write_rl_rows(tmp_path / "good.jsonl")
+    other = jsonl(tmp_path / "other.jsonl", {"question": "1+1?", "answer": "2"})
+    checked = [*given("grpo", good, tmp_path / "r"), f"data.val_files=[{good},{other}]"]
+    check_config("grpo", None, [*checked, "data.val_max_samples=2"])
+    with pytest.raises(MfsdpError, match=f"^{other}:1: no 'prompt' column"):
+        check_config("grpo", None, checked)
+
+
+def test_a_parquet_whose_first_row_group_is_past_a_batch_is_left_to_train(tmp_path):
+    """Train's reader decodes such a group whole to measure it before its first row (GBs for
+    a large file of one group): that cost is train's alone, not the check's too."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trainer.data.files import parquet_first_group_is_one_batch
+
+    small, large = tmp_path / "small.parquet", tmp_path / "large.parquet"
+    pq.write_table(pa.table({"conversation": ["x"] * 10}), small)
+    pq.write_table(pa.table({"conversation": ["x"] * 20_000}), large, row_group_size=20_000)
+    assert parquet_first_group_is_one_batch(small) and not parquet_first_group_is_one_batch(large)
+    assert refusal("sft", small, tmp_path / "r").startswith(f"{small} row 1: no 'messages' column")
+    check_config("sft", None, given("sft", large, tmp_path / "r"))

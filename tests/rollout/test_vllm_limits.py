@@ -6,10 +6,8 @@ import pytest
 
 from trainer.config import ConfigError, load_config
 from trainer.grpo.config import GRPOConfig
-from trainer.prerequisites import installed
 from trainer.rollout.vllm_limits import (
     VLLM_MIN_VERSION,
-    check_auto_temperature,
     vllm_version_refusal,
 )
 
@@ -32,13 +30,3 @@ def test_a_temperature_vllm_refuses_is_refused_as_the_config_loads():
     # the hf engine samples at any temperature; vLLM up to 2
     assert load_config(GRPOConfig, overrides=["rollout.name=hf", "rollout.temperature=3"])
     assert load_config(GRPOConfig, overrides=["rollout.name=vllm", "rollout.temperature=2"])
-
-
-def test_auto_is_refused_where_it_would_pick_vllm():
-    check_auto_temperature("hf", 3.0)
-    check_auto_temperature("auto", 2.0)
-    if installed("vllm"):
-        with pytest.raises(ConfigError, match=r"rollout\.name=auto picks vLLM, installed here"):
-            check_auto_temperature("auto", 3.0)
-    else:
-        check_auto_temperature("auto", 3.0)

@@ -1,5 +1,5 @@
 """A resume with another `model.path` (or adapter, shape, random_init) goes on from the step's
-weights: the new model's are never read. The note named `model.path None -> 'hf/np2'` like any
+weights, not the new model's. The note named `model.path None -> 'hf/np2'` like any
 accepted change; it now says the run continues from global_step_N's weights, and names such a
 key first, where "(+N more)" cannot hide it."""
 
@@ -22,8 +22,8 @@ def test_a_changed_model_path_is_said_not_read(tmp_path):
     assert note is not None
     assert note.startswith(
         f"resumed with settings changed since step 2: model.path None -> '{tmp_path / 'np2'}'"
-        " (its weights are not read: the run continues from global_step_2's weights; give a"
-        " new trainer.run_dir to start from the new ones), optim.lr "
+        " (the run trains on from global_step_2's weights, not the new value's; give a new"
+        " trainer.run_dir to start from those), optim.lr "
     ), note
 
 

@@ -396,6 +396,20 @@ def _bounded_rows(
         yield [picked[only_row - start]]
 
 
+def parquet_first_group_is_one_batch(path: str | os.PathLike) -> bool:
+    """Whether the first row group of the parquet file at `path` is read as one batch (a
+    larger group is decoded whole to be measured before its rows are made), from its footer
+    alone; a file whose footer cannot be read is for the reader to refuse (True)."""
+    import pyarrow.parquet as pq
+
+    try:
+        with os.fdopen(safe_files.open_regular(Path(path)), "rb") as handle:
+            footer = pq.ParquetFile(handle).metadata
+    except Exception:  # an empty or broken file: the reader says what is wrong with it
+        return True
+    return footer.num_row_groups == 0 or footer.row_group(0).num_rows <= _BATCH_ROWS
+
+
 def _leaves_of(footer: Any, names: list[str]) -> list[int]:
     """The footer's columns (leaves: a struct or list column is stored as one per field)
     of the top-level columns `names`. A leaf's path is its column's name and fields joined

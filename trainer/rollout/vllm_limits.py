@@ -35,17 +35,3 @@ def vllm_temperature_refusal(temperature: float, why: str) -> str | None:
         f"rollout.temperature={temperature:g}: vLLM samples only in [0, {VLLM_MAX_TEMPERATURE:g}]"
         f" ({why}); lower it, or use rollout.name=hf"
     )
-
-
-def check_auto_temperature(name: str, temperature: float) -> None:
-    """ConfigError for `rollout.name=auto` on a machine with vLLM installed (auto picks it)
-    at a temperature vLLM refuses: the same config ran with the hf engine where vLLM is
-    absent. `rollout.name=vllm` is refused as the config loads (`RolloutConfig`)."""
-    from trainer.config import ConfigError
-    from trainer.prerequisites import installed
-
-    if name != "auto" or not installed("vllm"):
-        return
-    refusal = vllm_temperature_refusal(temperature, "rollout.name=auto picks vLLM, installed here")
-    if refusal is not None:
-        raise ConfigError(refusal)
