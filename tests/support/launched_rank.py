@@ -74,6 +74,10 @@ def ranks() -> None:
 def one_stops(stopping: int, how: str) -> None:
     """Rank `stopping` fails (or is killed) while the other waits for it in an all-reduce."""
     init_distributed("cpu")  # as a training run joins its group
+    # every rank connected to every other (gloo's full mesh) before one stops: a rank killed
+    # while its peer still connects makes gloo log its own line, which a run that trained
+    # a step never meets
+    dist.barrier()
     if dist.get_rank() == stopping:
         if how == "is-killed":  # as the out-of-memory killer does
             os.kill(os.getpid(), signal.SIGKILL)
