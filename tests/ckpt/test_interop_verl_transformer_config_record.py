@@ -177,7 +177,8 @@ def test_config_check_refuses_a_verl_step_train_refuses_with_trains_line(family,
     run = verl_bridge_run(tmp_path, model, **fields)
     hf = next(run.rglob("huggingface"))
     word_level_tokenizer(hf, model.config.vocab_size)
-    (tmp_path / "train.jsonl").write_text('{"messages": []}\n')
+    chat = '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]'
+    (tmp_path / "train.jsonl").write_text(f'{{"messages": {chat}}}\n')  # a first row train takes
     source = resolve_model_source(ModelConfig(path=str(run)))
     assert source is not None and source.assets is not None
     built = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source.assets))

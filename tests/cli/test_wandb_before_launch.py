@@ -11,11 +11,11 @@ import sys
 
 from cli.launch import no_input
 from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 
 
 def test_wandb_without_a_key_is_one_line_before_the_run_starts(tmp_path):
-    data = tmp_path / "train.parquet"
-    data.write_bytes(b"")  # checked for its name only: the check before it reads nothing
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=1)  # its first row is checked first
     env = {
         key: value for key, value in os.environ.items() if not key.startswith(("WANDB_", "NETRC"))
     }
@@ -49,6 +49,7 @@ def test_a_lone_training_process_reads_no_input():
 LAUNCH_AND_REPORT_STDIN = """
 import sys
 from cli.launch import run_ranks
+from tests.support.sft import write_chat_jsonl
 rank = "import os; print(os.readlink('/proc/self/fd/0'))"
 sys.exit(run_ranks([sys.executable, "-c", rank]))
 """
