@@ -34,7 +34,7 @@ stage_sft_test() {
 
 stage_sft_proof() {
   python3 -c "from pathlib import Path; from tests.support.sft import write_chat_jsonl; write_chat_jsonl(Path('$runs/train.jsonl'), rows=4096)"
-  local args="--config examples/sft_tiny_cpu.yaml --nproc-per-node 2 model.shape=qwen2-0.5b data.train_files=$runs/train.jsonl trainer.run_dir=$runs/sft05 trainer.device=cuda strategy.name=megatron_fsdp strategy.mixed_precision=bf16 data.global_batch_size=64 data.max_length=512 data.max_tokens_per_micro_batch=8192 optim.lr=1e-4 optim.min_lr=1e-5 trainer.total_steps=60 checkpoint.save_every=30 trainer.eval_every=30 trainer.progress_bar=false"
+  local args="--config examples/sft_tiny_cpu.yaml --nproc-per-node $nproc model.shape=qwen2-0.5b data.train_files=$runs/train.jsonl trainer.run_dir=$runs/sft05 trainer.device=cuda strategy.name=megatron_fsdp strategy.mixed_precision=bf16 data.global_batch_size=64 data.max_length=512 data.max_tokens_per_micro_batch=8192 optim.lr=1e-4 optim.min_lr=1e-5 trainer.total_steps=60 checkpoint.save_every=30 trainer.eval_every=30 trainer.progress_bar=false"
   python3 -m cli.train sft $args trainer.stop_at_step=30 &&
   python3 -m cli.train sft $args &&
   mfsdp_timed ckpt validate "$runs/sft05" --deep &&
@@ -64,11 +64,11 @@ stage_lora_bench() {  # LoRA r64 vs full fine-tuning, 7B and 1.5B shapes, a proc
     --strategy "${LORA_STRATEGIES:-megatron_fsdp,fsdp2}" --json "$out/lora.json" ${LORA_ARGS:-}
 }
 
-stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
+stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4 (NPROC ranks)
   mfsdp data synthetic --out "$runs/addition" || return 1
   # A random model never earns the task's reward; a digit-fraction reward gives non-zero advantages.
   printf 'def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return sum(c.isdigit() for c in solution_str) / max(len(solution_str), 1)\n' >"$runs/digits_reward.py"
-  local args="--config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 2 model.path=null model.shape=qwen2-0.5b model.activation_checkpointing=false data.train_files=$runs/addition/rl/train.parquet data.val_files=$runs/addition/rl/test.parquet data.max_prompt_length=64 rollout.name=hf reward.path=$runs/digits_reward.py trainer.run_dir=$runs/grpo05 trainer.total_steps=4 checkpoint.save_every=2 trainer.eval_every=2 trainer.device=cuda trainer.progress_bar=false"
+  local args="--config examples/grpo_gsm8k_qwen.yaml --nproc-per-node $nproc model.path=null model.shape=qwen2-0.5b model.activation_checkpointing=false data.train_files=$runs/addition/rl/train.parquet data.val_files=$runs/addition/rl/test.parquet data.max_prompt_length=64 rollout.name=hf reward.path=$runs/digits_reward.py trainer.run_dir=$runs/grpo05 trainer.total_steps=4 checkpoint.save_every=2 trainer.eval_every=2 trainer.device=cuda trainer.progress_bar=false"
   mfsdp train grpo $args trainer.stop_at_step=2 && mfsdp train grpo $args &&
   mfsdp ckpt validate "$runs/grpo05" --deep && cat "$runs/grpo05/metrics.jsonl"
 }
