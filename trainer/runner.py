@@ -42,7 +42,14 @@ from trainer.metrics import MetricsLogger, drop_steps_after
 from trainer.micro_batch_ranks import rank_change_warning
 from trainer.model import check_attention_backend, count_parameters
 from trainer.model_source import weights_lines
-from trainer.optim import apply_settings, lr_at, warmup_past_the_end
+from trainer.optim import (
+    NonFiniteGradientError,
+    apply_settings,
+    clip_grad_norm,
+    lr_at,
+    set_lr,
+    warmup_past_the_end,
+)
 from trainer.progress import draws_bars, step_bar
 from trainer.resume import (
     RUN_INFO_KEY,
@@ -162,6 +169,45 @@ def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_nam
     return cfg.trainer.total_steps
 
 
+def checked_steps(
+    kind: RunKind, cfg: Any, hf_config: Any, batch_size: int, rows: int, rows_named: str
+) -> int:
+    """What a runner checks of its run once its data are read and before it builds a model
+    or writes into the run dir: the steps it trains over `rows` batches of `batch_size`
+    (`planned_steps`, refusing `kind.batch_key`), the step to resume
+    (`check_resume_target`), then whether the model states can fit (`warn_of_model_states`).
+    Returns the planned steps."""
+    total_steps = planned_steps(cfg, kind.batch_key, batch_size, rows, rows_named)
+    resumed = check_resume_target(kind, cfg, hf_config)
+    warn_of_model_states(kind, cfg, hf_config, resumed, total_steps)
+    return total_steps
+
+
+def optimizer_update(
+    run: TrainingRun,
+    strategy: Strategy,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+) -> float:
+    """One optimizer step of update `step` (0-based) from the gradients accumulated in
+    `model`: the strategy's work before it, the gradient norm clipped to `optim.clip_grad`,
+    the step at the run's learning rate (`TrainingRun.lr`), the gradients zeroed. A
+    non-finite norm stops the run before the update (`NonFiniteGradientError`), so no
+    checkpoint holds the weights it would make. Returns the norm `clip_grad_norm` measured."""
+    strategy.before_optimizer_step(model)
+    trainable = strategy.trainable_params(model, optimizer)
+    grad_norm = clip_grad_norm(trainable, run.cfg.optim.clip_grad, run.env.device)
+    if not math.isfinite(grad_norm):
+        raise NonFiniteGradientError(
+            f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update"
+        )
+    set_lr(optimizer, run.lr(step))
+    optimizer.step()
+    strategy.zero_grad(optimizer)
+    return grad_norm
+
+
 def _step_draws_seed(seed: int, step: int, rank: int) -> int:
     """The seed of rank `rank`'s random draws in step `step` (0-based) of a run seeded `seed`:
     64 bits of a hash of the three, so the streams of different (seed, step, rank) are
@@ -259,18 +305,17 @@ class TrainingRun:
         hf_assets: Callable[[Path], None],
         batch_size: int,
         train_rows: int,
-        rows_digest: int,
-        prompts_digest: int,
-        prompt_keys_digest: int,
+        digests: tuple[int, int, int],
         total_steps: int,
         checks: Sequence[ManifestCheck] = (),
     ) -> TrainingRun:
         """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
-        and write the resolved config into the run dir (main rank). `rows_digest`: the
-        training rows in order, `prompts_digest` their prompts as the data file holds them
-        and `prompt_keys_digest` their turns' other keys (`trainer.resume.rows_digest`);
+        and write the resolved config into the run dir (main rank). `digests`, as
+        `check_splits_read_alike` returns them: the training rows in order, their prompts as
+        the data file holds them and their turns' other keys (`trainer.resume.rows_digest`);
         `checks`: what else the step's manifest must agree with (`resume_if_any`)."""
         name = kind.name
+        rows_digest, prompts_digest, prompt_keys_digest = digests
         run_dir = Path(cfg.trainer.run_dir)
         checkpointer = Checkpointer(
             run_dir,

@@ -14,7 +14,6 @@ that stops and resumes computes exactly what an uninterrupted run computes.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,17 +39,15 @@ from trainer.model import (
     padding_id,
     write_hf_assets,
 )
-from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind
 from trainer.runner import (
     RunResult,
     StepHooks,
     TrainingRun,
-    check_resume_target,
-    planned_steps,
+    checked_steps,
+    optimizer_update,
     run_in_process_group,
-    warn_of_model_states,
 )
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -161,17 +158,8 @@ class SFTSteps(StepHooks):
             # both strategies average gradients over ranks
             (batch_loss * env.world_size).backward()
             loss_sum += batch_loss.detach().float()
-        self.strategy.before_optimizer_step(self.model)
-        trainable = self.strategy.trainable_params(self.model, self.optimizer)
-        grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
-        if not math.isfinite(grad_norm):
-            raise NonFiniteGradientError(
-                f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update"
-            )
+        grad_norm = optimizer_update(self.run, self.strategy, self.model, self.optimizer, step)
         lr = self.run.lr(step)
-        set_lr(self.optimizer, lr)
-        self.optimizer.step()
-        self.strategy.zero_grad(self.optimizer)
         (total_loss,) = all_reduce_sum([float(loss_sum.item())], env.device)
         if env.device.type == "cuda":
             torch.cuda.synchronize()
@@ -265,12 +253,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         cfg.model, tokenizer, hf_config, (train, val), _trained_tokens
     )
     batch_size = cfg.data.global_batch_size
-    total_steps = planned_steps(
-        cfg, "data.global_batch_size", batch_size, len(train), "training rows"
-    )
-    # before the model is built: the step to resume, then whether the model states can fit
-    resumed = check_resume_target(SFT_RUN, cfg, hf_config)
-    warn_of_model_states(SFT_RUN, cfg, hf_config, resumed, total_steps)
+    total_steps = checked_steps(SFT_RUN, cfg, hf_config, batch_size, len(train), "training rows")
     strategy = make_strategy(cfg.strategy, env)
     model = strategy.wrap(build_model(cfg.model, hf_config, env.device, cfg.trainer.seed))
     optimizer = strategy.build_optimizer(model, cfg.optim)
@@ -286,9 +269,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         hf_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
         batch_size=batch_size,
         train_rows=len(train),
-        rows_digest=digests[0],
-        prompts_digest=digests[1],
-        prompt_keys_digest=digests[2],
+        digests=digests,
         total_steps=total_steps,
     )
     run.announce(

@@ -66,7 +66,6 @@ from trainer.model import (
     padding_id,
     write_hf_assets,
 )
-from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind
 from trainer.rewards.custom import RewardFunctionError
@@ -78,10 +77,9 @@ from trainer.runner import (
     RunResult,
     StepHooks,
     TrainingRun,
-    check_resume_target,
-    planned_steps,
+    checked_steps,
+    optimizer_update,
     run_in_process_group,
-    warn_of_model_states,
 )
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -368,16 +366,9 @@ class GRPOSteps(StepHooks):
                         stats,
                     )
                     loss.backward()
-                self.strategy.before_optimizer_step(self.actor)
-                trainable = self.strategy.trainable_params(self.actor, self.optimizer)
-                grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
-                if not math.isfinite(grad_norm):
-                    raise NonFiniteGradientError(
-                        f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update"
-                    )
-                set_lr(self.optimizer, lr)
-                self.optimizer.step()
-                self.strategy.zero_grad(self.optimizer)
+                grad_norm = optimizer_update(
+                    self.run, self.strategy, self.actor, self.optimizer, step
+                )
                 grad_norms.append(grad_norm)
                 reduced = all_reduce_sum([getattr(stats, k) for k in vars(stats)], env.device)
                 for key, value in zip(vars(stats), reduced):
@@ -535,13 +526,10 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         )[0]
     digests = check_splits_read_alike(cfg.model, tokenizer, hf_config, (train, val), _own_values)
     batch_size = cfg.data.train_batch_size
-    total_steps = planned_steps(
-        cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
+    # before the models, the engine and its files
+    total_steps = checked_steps(
+        GRPO_RUN, cfg, hf_config, batch_size, len(train), "usable training prompts"
     )
-    # before the models, the engine and its files: the step to resume, then whether the
-    # model states can fit
-    resumed = check_resume_target(GRPO_RUN, cfg, hf_config)
-    warn_of_model_states(GRPO_RUN, cfg, hf_config, resumed, total_steps)
     scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s, cfg.reward.kwargs)
     # hashed while the models build; LoRA: the reference is the actor with its adapter off
     # (GRPOSteps.reference_log_probs)
@@ -586,9 +574,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             hf_assets=write_assets,
             batch_size=batch_size,
             train_rows=len(train),
-            rows_digest=digests[0],
-            prompts_digest=digests[1],
-            prompt_keys_digest=digests[2],
+            digests=digests,
             total_steps=total_steps,
             checks=(reference_record.check_manifest,),
         )
