@@ -29,6 +29,8 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
+from mfsdp_ckpt.convert.megatron_lora import PEFT_KIND
+from mfsdp_ckpt.convert.weight_dtype import adapter_weight, refuse_non_float
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.lora_fields import plain_lora_init
 from mfsdp_ckpt.lora import (
@@ -300,8 +302,7 @@ def load_adapter_weights(model: torch.nn.Module, adapter: AdapterDir) -> None:
                 f"{where} [{name}]: shape {list(entry.shape)}, but the model's {param} is"
                 f" {list(shape)} (an adapter of another rank or base model?)"
             )
-        if not entry.dtype.is_floating_point:
-            raise ConfigError(f"{where} [{name}]: dtype {entry.dtype.name}, not floating point")
+        refuse_non_float(name, entry.dtype, adapter_weight(PEFT_KIND), where, ConfigError)
         plan[param] = name
     missing = [p for p in params if parse_adapter_key(p) is not None and p not in plan]
     if unexpected or missing:

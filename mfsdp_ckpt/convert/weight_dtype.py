@@ -4,8 +4,9 @@ A base weight, a LoRA adapter's A or B (Megatron's linear_in / linear_out, PEFT'
 lora_B, mfsdp's own) stored as bool or int32 is cast to the export dtype without a word and
 written or merged as if it were the weight: the export is another model, its merged weights
 moved far past their own size. No trainer saves one, so such a tensor is damage, refused
-naming it whatever the config or the kind of adapter: by validate (and so by resume) and
-by every export.
+naming it whatever the config or the kind of adapter: by validate (and so by resume), by
+every export, and by a run that starts from a PEFT adapter dir (as a usage error naming
+model.lora_adapter_path: `error`).
 """
 
 from __future__ import annotations
@@ -18,21 +19,32 @@ from mfsdp_ckpt.convert.export_errors import StoredDtypeError
 if TYPE_CHECKING:
     import os
 
+    from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.format.dtypes import DType
 
 
 def refuse_non_float(
-    key: str, dtype: DType, what: str, where: str | os.PathLike | None = None
+    key: str,
+    dtype: DType,
+    what: str,
+    where: str | os.PathLike | None = None,
+    error: type[MfsdpError] = StoredDtypeError,
 ) -> None:
-    """StoredDtypeError `WHERE [key]: stored as DTYPE, but WHAT` when the tensor stored under
-    `key` is not floating point (`what`: which weight it is, said as `X is a floating-point
-    weight of Y`; `where`: the checkpoint or dir, when known)."""
+    """`error` `WHERE [key]: stored as DTYPE, but WHAT` when the tensor stored under `key` is
+    not floating point (`what`: which weight it is, said as `X is a floating-point weight of
+    Y`, `adapter_weight` for an adapter's; `where`: the checkpoint or file, when known)."""
     if not dtype.is_floating_point:
         located = f"{where} " if where is not None else ""
-        raise StoredDtypeError(f"{located}[{key}]: stored as {dtype.name}, but {what}")
+        raise error(f"{located}[{key}]: stored as {dtype.name}, but {what}")
 
 
 MFSDP_LORA = "mfsdp LoRA"  # the kind of adapter an mfsdp LoRA step stores
+
+
+def adapter_weight(kind: str) -> str:
+    """`refuse_non_float`'s `what` for a tensor of a LoRA adapter of `kind` (whose: Megatron's,
+    PEFT's, `MFSDP_LORA`)."""
+    return f"it is a floating-point weight of the {kind} adapter"
 
 
 def refuse_non_float_adapter(
@@ -42,7 +54,6 @@ def refuse_non_float_adapter(
     where: str | os.PathLike | None = None,
 ) -> None:
     """`refuse_non_float` for each stored key of a LoRA adapter (`kind`: whose, for the
-    message: Megatron's, PEFT's, `MFSDP_LORA`), the first in name order named."""
+    message, `adapter_weight`), the first in name order named."""
     for key in sorted(keys):
-        what = f"it is a floating-point weight of the {kind} adapter"
-        refuse_non_float(key, dtypes[key], what, where)
+        refuse_non_float(key, dtypes[key], adapter_weight(kind), where)

@@ -133,7 +133,8 @@ def test_an_integer_tensor_is_named(adapter, tmp_path):
 
     edited, name = _weights_edit(adapter, tmp_path, integers)
     assert _refusal(edited) == (
-        f"model.lora_adapter_path: {edited / WEIGHTS} [{name}]: dtype int32, not floating point"
+        f"model.lora_adapter_path: {edited / WEIGHTS} [{name}]: stored as int32, but it is a"
+        " floating-point weight of the Hugging Face PEFT adapter"
     )
 
 
