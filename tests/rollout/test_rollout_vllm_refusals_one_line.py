@@ -10,11 +10,11 @@ import torch
 from transformers import Qwen2Config
 
 from mfsdp_ckpt.errors import EXIT_FAILED
+from tests.support.rollout import build_cpu_engine
 from trainer.rollout.base import SamplingParams
-from trainer.rollout.build import build_rollout_engine, start_failure
+from trainer.rollout.build import start_failure
 from trainer.rollout.vllm_engine import VLLMRolloutEngine, VLLMRolloutError, vllm_available
 from trainer.rollout.vllm_limits import VLLM_MIN_VERSION
-from trainer.tiny import build_tokenizer
 
 pytestmark = pytest.mark.skipif(
     not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)"
@@ -43,9 +43,9 @@ def test_a_vllm_older_than_the_engine_needs_is_one_line(tmp_path, monkeypatch):
         raise AssertionError("an engine is started only with a vLLM it runs on")
 
     with pytest.raises(VLLMRolloutError) as caught:
-        build_rollout_engine(
+        build_cpu_engine(
             "vllm",
-            hf_config=Qwen2Config(  # a shape vLLM's CPU attention runs (head_dim 32)
+            Qwen2Config(  # a shape vLLM's CPU attention runs (head_dim 32)
                 vocab_size=64,
                 hidden_size=64,
                 intermediate_size=64,
@@ -53,14 +53,8 @@ def test_a_vllm_older_than_the_engine_needs_is_one_line(tmp_path, monkeypatch):
                 num_attention_heads=2,
                 num_key_value_heads=1,
             ),
-            tokenizer=build_tokenizer(),
-            model_path=None,
-            assets_dir=tmp_path / "rollout",
-            write_assets=write_assets,
-            device=torch.device("cpu"),
-            dtype=torch.float32,
-            max_model_len=64,
-            seed=0,
+            tmp_path / "rollout",
+            write_assets,
         )
     assert f"vLLM 0.10.2 found, mfsdp needs >= {VLLM_MIN_VERSION}" in str(caught.value)
 

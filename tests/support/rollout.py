@@ -12,6 +12,34 @@ GPU_ONLY = [
 PROMPTS = [[5, 17, 33, 60, 71], [9, 8], [100, 200, 300, 7, 7, 7, 7, 41]]
 
 
+def build_cpu_engine(
+    name: str,
+    hf_config,
+    assets_dir,
+    write_assets,
+    *,
+    tokenizer=None,
+    max_model_len: int = 64,
+):
+    """`build_rollout_engine(name, ...)` as the CPU rollout tests build it: no model path (its
+    weights are pushed), fp32 on the CPU, seed 0, the tiny tokenizer unless `tokenizer`."""
+    from trainer.rollout.build import build_rollout_engine
+    from trainer.tiny import build_tokenizer
+
+    return build_rollout_engine(
+        name,
+        hf_config=hf_config,
+        tokenizer=tokenizer if tokenizer is not None else build_tokenizer(),
+        model_path=None,
+        assets_dir=assets_dir,
+        write_assets=write_assets,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        max_model_len=max_model_len,
+        seed=0,
+    )
+
+
 def tiny_perturbed_model(tmp_path_factory, seed: int, device: str = "cpu"):
     """`perturbed_model` of a fresh tiny model dir: a test module's shared model fixture."""
     from trainer.tiny import build_tiny_model_dir

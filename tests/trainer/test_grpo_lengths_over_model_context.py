@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.support.fresh_python import mfsdp
 from tests.support.grpo import grpo_config, write_rl_rows
@@ -194,24 +193,20 @@ def test_vllms_refusal_where_no_model_dir_tells_is_one_line_naming_the_keys(tmp_
     """The engine itself, past the tiny shape's 512 positions: its refusal is one line."""
     from transformers import Qwen2Config
 
+    from tests.support.rollout import build_cpu_engine
     from trainer.model import write_hf_assets
-    from trainer.rollout.build import build_rollout_engine
     from trainer.tiny import build_tokenizer, tiny_config_fields
 
     tokenizer = build_tokenizer()
     config = Qwen2Config(**tiny_config_fields(tokenizer))
     with pytest.raises(ConfigError) as caught:
-        build_rollout_engine(
+        build_cpu_engine(
             "vllm",
-            hf_config=config,
+            config,
+            tmp_path / "assets",
+            lambda target: write_hf_assets(target, config, tokenizer, None),
             tokenizer=tokenizer,
-            model_path=None,
-            assets_dir=tmp_path / "assets",
-            write_assets=lambda target: write_hf_assets(target, config, tokenizer, None),
-            device=torch.device("cpu"),
-            dtype=torch.float32,
             max_model_len=config.max_position_embeddings + 1,
-            seed=0,
         )
     said = str(caught.value)
     assert said.startswith("data.max_prompt_length + rollout.max_response_length = "), said
