@@ -87,8 +87,8 @@ def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
     expanded = [
         (target, "`$(( ))`")
         for word in words
-        for match in shell_arithmetic.ARITHMETIC.finditer(word)
-        for target in arithmetic_targets(match.group(1))
+        for span in shell_arithmetic.spans(word)
+        for target in arithmetic_targets(span.expression)
     ]
     return [
         (target, how)
@@ -297,8 +297,8 @@ def names_used(value: str) -> list[str]:
     `$(( ... ))`."""
     names = [reference_name(match) for match in REFERENCE.finditer(value)]
     names += _INDEXED.findall(value)
-    for match in shell_arithmetic.ARITHMETIC.finditer(value):
-        names += NAME.findall(match.group(1))
+    for span in shell_arithmetic.spans(value):
+        names += NAME.findall(span.expression)
     return names
 
 

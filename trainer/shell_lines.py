@@ -81,7 +81,7 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
             out.append("$'")
             index += 2
             continue
-        elif index >= unclosed and (text.startswith(("((", "$(("), index)):
+        elif index >= unclosed and (text.startswith(("((", "$((", "$["), index)):
             closing = _arithmetic_end(text, index + (char == "$"))
             if closing is not None:  # `$(( 1 << 10 ))` shifts: no here-doc
                 out.append(text[index:closing])
@@ -122,13 +122,15 @@ class _LineNumbers:
 
 
 def _arithmetic_end(text: str, start: int) -> int | None:
-    """The index after the `))` closing the `((` at `start`, on the same line; None if none."""
+    """The index after the `))` closing the `((` at `start` (or the `]` closing a `[`: bash's
+    `$[ ... ]`), on the same line; None if none."""
+    opener, closer = ("[", "]") if text[start] == "[" else ("(", ")")
     depth = 0
     for index in range(start, len(text)):
         char = text[index]
         if char == "\n":
             return None
-        depth += (char == "(") - (char == ")")
+        depth += (char == opener) - (char == closer)
         if depth == 0:
             return index + 1
     return None
@@ -184,6 +186,13 @@ def _skip_bodies(text: str, start: int, pending: list[tuple[str, bool]], bodies:
 # the compound commands a line may open, by the word that closes each
 _CLOSED_BY = {"if": "fi", "case": "esac", "for": "done", "select": "done", "while": "done"}
 _CLOSED_BY |= {"until": "done", "{": "}"}
+# the compound commands that are a test or sum of their own, closed by a word wherever it
+# stands (not only where a command starts): read as a block where one is a function's body
+# (`f() [[ -n $1 ]]`, `f() (( N > 2 ))`); elsewhere they are commands as any other
+_ENDS_ANYWHERE = {"[[": "]]", "((": "))"}
+# a word that opens no subshell where a command starts: a sum, or a function's `()` (`function
+# f () { ...; }`)
+_NO_SUBSHELL = ("((", "()")
 # after one of these words a command starts (a keyword may stand there)
 _COMMAND_NEXT = frozenset({"then", "do", "else", "elif", "!", "if", "while", "until", "{", "("})
 # the command after one of these runs only as the one before fails or succeeds
@@ -321,30 +330,38 @@ class Blocks:
                 self.named = word.removesuffix("()")
                 pieces[-1].words.append(word)
                 continue
+            if self.open and word == self.open[-1].closer in _ENDS_ANYWHERE.values():
+                self._close(self.open.pop(), words, at, pieces[-1])
+                pieces[-1].words.append(word)
+                command, self.before = False, word
+                continue
             case = self.open[-1].case if self.open else None
             if word in _ARM_ENDS or (case is not None and case.reads_header(word)):
                 if case is not None:
                     self._read_case_word(case, word, pieces[-1])
                 command, self.before = case is None or case.stage in ("arm", "patterns"), word
                 continue
-            opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
+            opened = (
+                len(word) - len(word.lstrip("(")) if command and word[:2] not in _NO_SUBSHELL else 0
+            )
+            body = self.body_next and command  # a function's body opens with this word
             self.open += [_Block(")", False, True) for _ in range(opened)]
             pieces[-1].scopes += [None] * opened
             core = word[opened:]
-            if command and core in _CLOSED_BY:
+            if body and opened:  # `f() ( ... )`: the body is a subshell, run where it is called
+                self.open[-opened] = self._body(")", True, at, pieces[-1])
+            elif body and word[:2] in _ENDS_ANYWHERE:  # `f() [[ ... ]]`, `f() (( ... ))`
+                self._open_test(word, at, pieces[-1])
+            elif command and core in _CLOSED_BY:
                 self._open(core, at, pieces[-1])
             elif command and self.open and core == self.open[-1].closer != ")":
-                block = self.open.pop()
-                pieces[-1].scopes.append(block.piped or _runs_apart(words[at + 1 :]))
-                pieces[-1].blocked = pieces[-1].blocked or block.maybe
-                if block.body:
-                    self.marks.append(("end", block.function, at))
+                self._close(self.open.pop(), words, at, pieces[-1])
             elif command and core == "do" and self.open and self.open[-1].closer == "done":
-                self.open[-1].body = not self.skipped()
-                self.marks += [("loop", "", at + 1)] * self.open[-1].body
+                self.open[-1].loop = not self.skipped()
+                self.marks += [("loop", "", at + 1)] * self.open[-1].loop
             elif core == "function" and command:
                 name_next = True
-            closed, subshells = self._close_parentheses(core)
+            closed, subshells = self._close_parentheses(core, at, pieces[-1])
             pieces[-1].scopes += [True] * subshells
             kept = shell_quoting.sliced(word, opened, len(word) - subshells)
             if kept in OPERATORS:  # the next piece starts after it
@@ -354,7 +371,8 @@ class Blocks:
                 pieces[-1].words.append(kept)  # a case's header is no command's words
             if core.endswith("()"):  # `f()`, or `f ()` after its name
                 self.named = core.removesuffix("()") or self.before
-            self.body_next = core.endswith("()") or (self.body_next and core in ("", "()"))
+            waits = self.body_next and not body and core in ("", "()")  # `f` `()`, or a newline
+            self.body_next = core.endswith("()") or waits
             command = (
                 closed != core  # after a subshell's `)` or a case pattern's
                 or core in _COMMAND_NEXT
@@ -369,16 +387,62 @@ class Blocks:
 
     def _open(self, core: str, at: int, piece: Piece) -> None:
         """A compound command opens with the word `core` (the `at`th of its command)."""
-        piped = self.before in _PIPES  # an element of a pipeline: a subshell
-        group = core == "{" and not self.body_next and self.before not in _CONDITIONS
-        function = self.named if self.body_next else ""
-        body = bool(function) and not self.skipped()
         case = _Case() if core == "case" else None
-        self.open.append(_Block(_CLOSED_BY[core], not group, piped, function, body, case))
-        self.marks += [("function", function, at + 1)] * body
-        piece.function = piece.function or function
+        if self.body_next:
+            self.open.append(self._body(_CLOSED_BY[core], core != "{", at, piece))
+            self.open[-1].case = case
+            piece.scopes.append(None)
+            return
+        piped = self.before in _PIPES  # an element of a pipeline: a subshell
+        group = core == "{" and self.before not in _CONDITIONS
+        self.open.append(_Block(_CLOSED_BY[core], not group, piped, case=case))
         piece.scopes.append(None)
         piece.blocked = piece.blocked or not group
+
+    def _body(self, closer: str, whole: bool, at: int, piece: Piece) -> _Block:
+        """The block of a function's body that opens at the `at`th word of the command
+        (`piece`'s), closed by `closer`: any compound command bash takes as a body, marked
+        where it starts (`marks`) to be read again where the function is called. A `{ ...; }`
+        group's body is its commands; any other's (`f() ( ... )`, `f() if ...; fi`, `f() for
+        ...; done`) is the whole compound command (`whole`), as bash runs it at the call: a
+        subshell's settings undone after it, a loop run as a loop. Read as its inner
+        commands, a subshell's body was never read at the call (its verl command got the
+        variables as they stood at the definition, at exit 0), and a loop's lost its end."""
+        function = self.named
+        body = not self.skipped()
+        self.marks += [("function", function, at + (not whole))] * body
+        self.body_next = False
+        piece.function = piece.function or function
+        piece.blocked = True
+        return _Block(closer, True, closer == ")", function, body, whole=whole)
+
+    def _open_test(self, word: str, at: int, piece: Piece) -> None:
+        """A function's body that is a `[[ ... ]]` test or `(( ... ))` sum, opening with
+        `word` (the `at`th of the command): a block to the word that closes it, or the one
+        word (`((N > 2))`) where it closes there."""
+        opener = word[:2]
+        block = self._body(_ENDS_ANYWHERE[opener], True, at, piece)
+        piece.scopes.append(None)
+        if opener == "((" and len(word) > 2 and word.endswith("))"):
+            self._close(block, [], at, piece)
+        else:
+            self.open.append(block)
+
+    def _close(self, block: _Block, words: list[str], at: int, piece: Piece) -> None:
+        """`block` closes at the `at`th of the command's `words` (a word that ends it where
+        it runs as a subshell, `} | tee log`, after it), with the marks of the loop and the
+        function body it ends."""
+        piece.scopes.append(block.piped or _runs_apart(words[at + 1 :]))
+        piece.blocked = piece.blocked or block.maybe
+        self._end_marks(block, at)
+
+    def _end_marks(self, block: _Block, at: int) -> None:
+        """Where the loop body and the function body of `block`, closed by the `at`th word,
+        end: the loop's before its `done`, a whole function body after its last word."""
+        if block.loop:
+            self.marks.append(("end", "", at))
+        if block.body:
+            self.marks.append(("end", block.function, at + block.whole))
 
     def _read_case_word(self, case: _Case, word: str, piece: Piece) -> None:
         """Take a word of the innermost `case`'s header, of an arm's patterns, or the mark
@@ -402,15 +466,19 @@ class Blocks:
                 piece.skipped = self.skipped()
                 piece.words += [rest] if rest else []
 
-    def _close_parentheses(self, core: str) -> tuple[str, int]:
-        """`core` less the `)` that close a subshell or end a case pattern (`7b)`): the
-        parentheses it does not open itself; and how many of them close a subshell."""
+    def _close_parentheses(self, core: str, at: int, piece: Piece) -> tuple[str, int]:
+        """`core` (the `at`th word of `piece`'s command) less the `)` that close a subshell
+        or end a case pattern (`7b)`): the parentheses it does not open itself; and how many
+        of them close a subshell (a function's body among them: `piece` blocked, and its
+        end marked after this word)."""
         subshells = 0
         while core.endswith(")") and core.count(")") > core.count("("):
             core = core[:-1]
             if self.open and self.open[-1].closer == ")":  # not a case pattern's
-                self.open.pop()
+                block = self.open.pop()
                 subshells += 1
+                piece.blocked = piece.blocked or block.maybe
+                self._end_marks(block, at)
         return core, subshells
 
 
@@ -505,6 +573,8 @@ class _Block:
     function: str = ""  # the function it is the body of, "" if none
     body: bool = False  # where its body starts and ends is marked (`Blocks.marks`)
     case: _Case | None = None  # a `case`'s arms
+    loop: bool = False  # where its loop body (`do` ... `done`) starts and ends is marked
+    whole: bool = False  # the function's body is the whole block, its first and last words too
 
 
 def _runs_apart(rest: list[str]) -> bool:

@@ -155,8 +155,8 @@ def mark(line: str) -> str:
             word_start = index
             continue
         elif nesting.outside() and (apart := _set_apart(line, index)):
-            out.append(apart)
-            index += len(apart.rstrip(" "))
+            out.append(apart[0])
+            index += apart[1]
             continue
         elif char == "~" and _tilde_at(line, index, word_start, nesting):
             out.append(_HOME)
@@ -257,18 +257,30 @@ def _escaped(char: str, quote: str, plain: bool) -> str:
     return "\\" + char
 
 
-def _set_apart(line: str, index: int) -> str:
+def _set_apart(line: str, index: int) -> tuple[str, int] | None:
     """What at `index` is set apart from the word it is glued to, so that shlex splits it
-    as bash reads it: `()` before a function's `{` (`f(){` is the function `f()` and its
-    body's `{`), and an empty quoted word before a case pattern's `)` (`"")`: shlex made
-    it `)`, and the arm testing for an empty value lost its pattern); "" for none."""
+    as bash reads it, and how many characters of `line` it stands for: `()` before a
+    function's `{` (`f(){` is the function `f()` and its body's `{`), a function's `( )`
+    written with blanks inside (`f ( ) ( ... )`, read as `f ()`: split, its `(` opened a
+    subshell and the function was never defined), and an empty quoted word before a case
+    pattern's `)` (`"")`: shlex made it `)`, and the arm testing for an empty value lost
+    its pattern); None for none."""
     if line.startswith("(){", index):
-        return "() "
+        return "() ", 2
+    spaced = _SPACED_PARENTHESES.match(line, index)
+    if spaced is not None and _AFTER_A_NAME.search(line[max(0, index - 1) : index] or " "):
+        return "() ", spaced.end() - index
     empty = line[index : index + 2]
     starts_word = index == 0 or line[index - 1] in " \t(|"
     if empty in ("''", '""') and line.startswith(")", index + 2) and starts_word:
-        return f"{empty} "
-    return ""
+        return f"{empty} ", 2
+    return None
+
+
+# `( )` with blanks inside, after a blank or a name's character: a function's `()` (bash
+# takes no empty subshell); not an empty array `A=( )`, `$( )`, `<( )` or extglob's `@( )`
+_SPACED_PARENTHESES = re.compile(r"\([ \t]+\)")
+_AFTER_A_NAME = re.compile(r"[ \t\w.:-]")
 
 
 def commands(words: list[str]) -> list[list[str]]:
@@ -346,8 +358,8 @@ class _Nesting:
         text of the word (`${A:-(x}`): counted, it left the rest of the line inside a
         subshell, and no later `;` on it ended a command (`; MODEL=/m/b` set MODEL to
         `/m/b;`)."""
-        if char in "()" and self.braces:
-            if char == "(" and before == "$":
+        if char in "()" and self.braces:  # each `(` inside a `$(` counts: `$(( $((a)) * 3 ))`
+            if char == "(" and (before == "$" or self.commands_in_braces):
                 self.commands_in_braces += 1
             elif char == ")" and self.commands_in_braces:
                 self.commands_in_braces -= 1
@@ -376,7 +388,7 @@ class QuoteLevels:
     `read`; escapes are the caller's (`escapes`, `escaped`)."""
 
     def __init__(self) -> None:
-        self.open: list[str] = []  # "'", "$'", '"', "(" (`$(` or `(` in it), "{", "`"
+        self.open: list[str] = []  # "'", "$'", '"', "(" (`$(` or `(` in it), "{", "`", "["
         self.after_dollar = False  # the character read last was an unescaped `$`
 
     def inside(self) -> bool:
@@ -438,10 +450,14 @@ class QuoteLevels:
 
     def _opens(self, char: str, top: str, after_dollar: bool) -> str:
         """The level `char` opens inside the level `top`, "" if none: in double quotes only
-        `$(`, `${` and a backquote do; in a substitution's text any quote does (a `'` in
-        `"${A:-'x'}"` is text, as bash keeps it), a `(` (text in `${...}` unless `$(`)."""
+        `$(`, `${`, `$[` (arithmetic, whose `[` and `*` are no pattern characters: marked as
+        quoted, `"$[ N * 2 ]"` was kept as text) and a backquote do; in a substitution's
+        text any quote does (a `'` in `"${A:-'x'}"` is text, as bash keeps it), a `(` (text
+        in `${...}` unless `$(`), and in arithmetic a `[` (`$[ A[1] + 1 ]`)."""
         if top == '"':
-            return char if (after_dollar and char in "({") or char == "`" else ""
+            return char if (after_dollar and char in "({[") or char == "`" else ""
+        if char == "[":
+            return char if top == "[" or after_dollar else ""
         if char == "'":
             if top == "{" and self.open[-2:-1] == ['"']:
                 return ""
@@ -466,7 +482,7 @@ class QuoteLevels:
 
 # what closes each level of `QuoteLevels`, and the quotes that open a word's first
 _QUOTES = ("'", '"', "$'")
-_CLOSES = {"'": "'", "$'": "'", '"': '"', "(": ")", "{": "}", "`": "`"}
+_CLOSES = {"'": "'", "$'": "'", '"': '"', "(": ")", "{": "}", "`": "`", "[": "]"}
 
 
 # the words after which a command starts (`then read -r X`, `if (cd /x)`)

@@ -82,6 +82,16 @@ _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
 
 
+# what closes each opener `_split_at_ifs` keeps whole: `$(`/`(`, `${`, `$[`/`[`
+_CLOSER = {"(": ")", "{": "}", "[": "]"}
+
+
+def _nests(char: str, closers: list[str]) -> bool:
+    """Whether `char` opens a pair inside the substitution open (`closers`): a `(` in any,
+    a `[` in arithmetic's `$[` (`$[ A[1] + 1 ]`)."""
+    return bool(closers) and (char == "(" or (char == "[" and closers[-1] == "]"))
+
+
 def _split_at_ifs(value: str, ifs: str) -> list[str]:
     """The fields bash splits `value` into at IFS's characters (`ifs`), outside the command
     substitutions, `$((...))` and references (`${1:?need a model}`) it holds as written:
@@ -104,7 +114,7 @@ def _split_at_ifs(value: str, ifs: str) -> list[str]:
     backquoted = False
     at_break = re.compile("|".join(breaks))
     # the characters any branch below acts on: the others are skipped in one search
-    acted_on = re.compile(f"[{re.escape(shell_quoting.QUOTED_REGION[0] + '`$(){}' + ifs)}]")
+    acted_on = re.compile(f"[{re.escape(shell_quoting.QUOTED_REGION[0] + '`$()[]{}' + ifs)}]")
     while index < len(value):
         found = acted_on.search(value, index)
         if found is None:
@@ -116,8 +126,8 @@ def _split_at_ifs(value: str, ifs: str) -> list[str]:
             index = len(value) if end < 0 else end
         elif char == "`":
             backquoted = not backquoted
-        elif value.startswith(("$(", "${"), index) or (char == "(" and closers):
-            closers.append(")" if value[index + (char == "$")] == "(" else "}")
+        elif value.startswith(("$(", "${", "$["), index) or _nests(char, closers):
+            closers.append(_CLOSER[value[index + (char == "$")]])
             index += char == "$"
         elif closers and char == closers[-1]:
             closers.pop()
@@ -1031,11 +1041,7 @@ class Variables:
 
     def substitute(self, value: str) -> str:
         """`value` with the script's variables and arithmetic expanded, as bash would."""
-        return shell_arithmetic.ARITHMETIC.sub(self._calculate, REFERENCE.sub(self._expand, value))
-
-    def _calculate(self, match: re.Match) -> str:
-        result = shell_arithmetic.evaluate(match.group(1), self.values)
-        return match.group(0) if result is None else str(result)
+        return shell_arithmetic.expand(REFERENCE.sub(self._expand, value), self.values)
 
     def _expand(self, match: re.Match) -> str:
         """One reference: the variable's value, or what its operator gives for an unset

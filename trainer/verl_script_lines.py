@@ -1,9 +1,10 @@
 """A verl launch script's text as the commands bash runs, for `trainer.verl_script_reader`:
 its logical lines (`trainer.shell_lines`) split into words as shlex splits them, with each
-command substitution (`$(...)`, backquotes) and `$((...))` held whole as text, never run;
-a list or pipeline going on over lines joined into one command; and what is said where bash
-stops reading (a line whose quotes never close) or where no verl command is found. A module
-of its own: turning text into words is one job, reading what the words do another.
+command substitution (`$(...)`, backquotes) and arithmetic (`$((...))`, `$[...]`) held
+whole as text, never run; a list or pipeline going on over lines joined into one command;
+and what is said where bash stops reading (a line whose quotes never close) or where no verl
+command is found. A module of its own: turning text into words is one job, reading what the
+words do another.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def _shell_words(line: str) -> list[str]:
     def hold(match: re.Match) -> str:
         return hold_text(match.group(0))
 
-    line = shell_arithmetic.ARITHMETIC.sub(hold, line)  # `$((1024 * 2))` is one word too
+    line = _hold_arithmetic(line, hold_text)  # `$(( 1024 * 2 ))`, `$[ N + 1 ]`: one word too
     for _ in range(_NESTING):  # innermost first; each pass reads the whole line
         line = COMMAND_SUBSTITUTION.sub(hold, line)
     line = _escaped_parentheses(_hold_deeper(line, hold_text))
@@ -160,6 +161,17 @@ def _shell_words(line: str) -> list[str]:
         return text
 
     return [shell_quoting.unmarked_word(restore(word)) for word in shlex.split(line)]
+
+
+def _hold_arithmetic(line: str, hold: Callable[[str], str]) -> str:
+    """`line` with each arithmetic expansion (`shell_arithmetic.spans`: `$((...))`, `$[...]`,
+    nested to any depth) held whole: split as shlex splits it, `n=$[ N + 1 ]` was the words
+    `n=$[`, `N`, `+`, `1` and `]`."""
+    out, at = [], 0
+    for span in shell_arithmetic.spans(line):
+        out += [line[at : span.start], hold(line[span.start : span.end])]
+        at = span.end
+    return "".join(out) + line[at:]
 
 
 def _escaped_parentheses(line: str) -> str:
