@@ -295,16 +295,16 @@ def check_optimizer(
     `app.optim.state.<param>.exp_avg` beside `app.model.<param>`, and Megatron's
     distributed optimizer, `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU
     fc1 split into weight_w/weight_v as in the model). A missing state is named by the key
-    it would be stored under. A parameter with no state at all was frozen or never stepped
-    (a warning), unless `record` names it as optimized (an error); a tied output layer,
-    optimized under the embedding's name, needs none. No state for any parameter, while
-    `record` names them, is one error (`_report_no_state`). A state that matches no
-    parameter is a warning (an optimizer may legitimately hold more than the model state
-    shows), unless it is a per-element state of a weight the model lost
-    (`_report_lost_weights`). Which optimizer's states they are goes into the report
-    (`optimizer_kind`); states
-    lacking one the run's own record keeps (Megatron's args name Adam, the states are SGD's)
-    are an error naming both (`_check_recorded`).
+    it would be stored under; a stepped parameter holding none, by each set it may have lost
+    where nothing tells which (`optimizer_states.lost_sets`). A parameter with no state at
+    all was frozen or never stepped (a warning), unless `record` names it as optimized (an
+    error); a tied output layer, optimized under the embedding's name, needs none. No
+    state for any parameter, while `record` names them, is one error (`_report_no_state`).
+    A state that matches no parameter is a warning (an optimizer may legitimately hold
+    more than the model state shows), unless it is a per-element state of a weight the
+    model lost (`_report_lost_weights`). Which optimizer's states they are goes into the
+    report (`optimizer_kind`); states lacking one the run's own record keeps (Megatron's
+    args name Adam, the states are SGD's) are an error naming both (`_check_recorded`).
     """
     record = record or _OptimizerRecord()
     tensors = reader.tensors
@@ -329,7 +329,13 @@ def check_optimizer(
         tie = {name: _tied_head(name, params, tensors, record.tied) for name in stateless}
         lost = [name for name in stateless if record.optimized(name) and tie[name] is False]
         untold = {name for name, tied in tie.items() if tied is None}
-        _report_stateless(kind, stateless, lost, untold, roots, params, found, report)
+        told = _StatelessTold(
+            tensors,
+            muon_lost=optimizer_states.MUON in kind.name.split(" + ")
+            and "momentum_buffer" not in held,
+            recorded=_names_optimizer(record),
+        )
+        _report_stateless(kind, stateless, lost, untold, roots, params, found, report, told)
     unmatched = _report_lost_weights(unmatched, roots, params, report)
     if unmatched:
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
@@ -341,18 +347,19 @@ def _recognised(
     pairs: _StatePairs, tensors: Mapping[str, TensorEntry], says_muon: Callable[[], bool]
 ) -> optimizer_states.OptimizerStates | None:
     """The optimizer (or chain) the states are, recognised from each parameter's set
-    (`optimizer_states.identify_each`), SGD's momentum_buffer named Muon's where
-    `says_muon` (the stored param groups or the run's record), and either's where nothing
-    says which but its layout is Muon's (`_momentum_on_matrices`)."""
+    (`optimizer_states.identify_each`), SGD's momentum_buffer named Muon's, or Muon chained
+    to the rest where no momentum is left, when `says_muon` (the stored param groups or the
+    run's record), and either's where nothing says which but its layout is Muon's
+    (`_momentum_on_matrices`)."""
     if pairs.positional:
         kind = optimizer_states.identify(pairs.held)
     else:
         kind = optimizer_states.identify_each(pairs.found.values() or [pairs.held])
     members = [] if kind is None else kind.name.split(" + ")
+    if kind is not None and says_muon():
+        return optimizer_states.with_muon(kind)
     if kind is None or "SGD" not in members:
         return kind
-    if says_muon():
-        return optimizer_states.named_momentum(kind, optimizer_states.MUON)
     if len(members) > 1 and _momentum_on_matrices(pairs, tensors):
         return optimizer_states.named_momentum(kind, optimizer_states.SGD_OR_MUON)
     return kind
@@ -689,6 +696,61 @@ def _check_shape(
             )
 
 
+def _names_optimizer(record: _OptimizerRecord) -> bool:
+    """Whether anything beside the states names the optimizer: an mfsdp training step's
+    manifest (its trainer steps AdamW alone), Muon's stored settings, or the run's own
+    record. Adam's stored betas and eps do not: AdamW chained with Muon stores them too."""
+    if record.every or record.muon:
+        return True
+    recorded = record.recorded()
+    return recorded is not None and not recorded.settings_only
+
+
+@dataclass(frozen=True)
+class _StatelessTold:
+    """What tells the states a stepped parameter without any lost (`lost_sets`): its
+    parameter's shape (`tensors`), whether Muon's were lost everywhere (`muon_lost`), and
+    whether a record names the optimizer (`recorded`)."""
+
+    tensors: Mapping[str, TensorEntry]
+    muon_lost: bool
+    recorded: bool
+
+    def sets(
+        self, kind: optimizer_states.OptimizerStates, key: str
+    ) -> tuple[optimizer_states.OptimizerStates, ...]:
+        """The sets parameter `key` may have lost."""
+        matrix = len(self.tensors[key].shape) >= 2
+        return optimizer_states.lost_sets(kind, matrix, self.muon_lost, self.recorded)
+
+
+def _report_lost(
+    kind: optimizer_states.OptimizerStates,
+    key: str,
+    expected: Callable[[str], str],
+    told: _StatelessTold,
+    report: ValidationReport,
+) -> None:
+    """Parameter `key`, stepped, holds no state: an error per state it lacks where one
+    optimizer's set is told (`_StatelessTold`), else one error naming each set it may have
+    lost, whose is not told."""
+    sets = told.sets(kind, key)
+    if len(sets) == 1:
+        for state in sets[0].missing(()):
+            report.add(
+                ERROR, f"[{key}]", f"optimizer state {state} is missing (no [{expected(state)}])"
+            )
+        return
+    either = ", or ".join(f"{member.name}'s {' and '.join(member.missing(()))}" for member in sets)
+    keys = ", ".join(f"[{expected(member.missing(())[0])}]" for member in sets)
+    report.add(
+        ERROR,
+        f"[{key}]",
+        f"optimizer state is missing: it lacks either {either}; nothing tells which optimizer"
+        f" stepped it (no {keys})",
+    )
+
+
 def _report_stateless(
     kind: optimizer_states.OptimizerStates,
     stateless: list[str],
@@ -698,9 +760,10 @@ def _report_stateless(
     params: dict[str, str],
     found: dict[str, dict[str, str]],
     report: ValidationReport,
+    told: _StatelessTold,
 ) -> None:
     """Parameters without any state: those in `lost` (a record names them as optimized)
-    lost their states, an error per state named by the key it would have; the others were
+    lost their states, each named by the key it would have (`_report_lost`); the others were
     frozen (requires_grad off), never got a gradient, or are an output layer no config
     says is tied, which a checkpoint cannot tell from a loss: one warning naming them. Where
     they are all such output layers (`untold`: FSDP2's get_model_state_dict saves a tied
@@ -708,11 +771,8 @@ def _report_stateless(
     tie first, and what tells it."""
     lead = _optimizer_lead(roots, params, found)
     for name in lost:
-        for state in kind.missing(()):
-            expected = _state_key(roots, params[name], {}, state, lead)
-            report.add(
-                ERROR, f"[{params[name]}]", f"optimizer state {state} is missing (no [{expected}])"
-            )
+        expected = functools.partial(_state_key, roots, params[name], {}, lead=lead)
+        _report_lost(kind, params[name], expected, told, report)
     errors = set(lost)
     rest = [params[name] for name in stateless if name not in errors]
     if not rest:

@@ -1,8 +1,9 @@
 """--verify: re-read the written safetensors and compare every tensor, bit for bit, with its
-source after conversion and cast. A tensor the export streams (`is_streamable`) is compared
-as it was written, a piece of the source read and cast beside the same piece of the written
-file (`_streamed_pieces`); any other is converted whole and its written bytes read a piece
-at a time (`differing_bytes`).
+source after conversion and cast. A tensor the export streams (`streams_in_pieces`: from local
+files or a URL) is compared as it was written, a piece of the source read and cast beside the
+same piece of the written file (`_streamed_pieces`), so verifying it holds no more than the
+export did; any other is converted whole and its written bytes read a piece at a time
+(`differing_bytes`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,13 +25,15 @@ from mfsdp_ckpt.convert.export_stream import (
     STREAM_PIECE_ELEMENTS,
     PieceBuffers,
     RawPiece,
-    is_streamable,
     open_piece,
     pread_exact,
     raw_pieces,
+    streams_in_pieces,
 )
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.storage import tensorstore_store
+from mfsdp_ckpt.storage.byte_store import read_into
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
 if TYPE_CHECKING:
@@ -107,7 +112,7 @@ def _verify_file(
     problems: list[str] = []
     lock = threading.Lock()
     here = replace(plan, items=[i for i in plan.items if not listed.isdisjoint(i.targets)])
-    streamable = {item.source for item in here.items if is_streamable(here, item)}
+    streamable = {item.source for item in here.items if streams_in_pieces(here, item)}
     buffers = _CompareBuffers()
 
     def work(item: MappedTensor) -> int:
@@ -195,27 +200,52 @@ def _expected(
 def _streamed_pieces(
     plan: ExportPlan, item: MappedTensor, pieces: list[RawPiece], buffers: _CompareBuffers
 ) -> Iterator[tuple[int, torch.Tensor]]:
-    """The expected bytes of a streamed tensor, `STREAM_PIECE_ELEMENTS` at a time: read from
-    the source as stored and cast as the export cast them (torch rounds as `.to()` does)."""
+    """The expected bytes of a streamed tensor, a bounded piece at a time: read from the
+    source as stored, as the export read it (`STREAM_PIECE_ELEMENTS` through a descriptor,
+    a store's read size from a URL), and cast as the export cast them (torch rounds as
+    `.to()` does). The tensor is never held whole, whatever the store."""
     source_dtype, out_dtype = plan.entry(item).dtype, plan.dtypes[item.targets[0]]
-    source, target = buffers.get(
-        STREAM_PIECE_ELEMENTS * source_dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize
-    )
+    elements = _piece_elements(plan, item, pieces)
+    source, target = buffers.get(elements * source_dtype.itemsize, elements * out_dtype.itemsize)
     for piece in pieces:
-        fd = open_piece(plan, item, piece)
-        try:
-            for first in range(0, piece.numel, STREAM_PIECE_ELEMENTS):
-                count = min(STREAM_PIECE_ELEMENTS, piece.numel - first)
+        with _piece_reader(plan, item, piece) as fill:
+            for first in range(0, piece.numel, elements):
+                count = min(elements, piece.numel - first)
                 raw = source[: count * source_dtype.itemsize]
-                at = piece.offset + first * source_dtype.itemsize
-                pread_exact(fd, raw.numpy().data, at, plan.source.reader.root / piece.file)
+                fill(buffer=raw.numpy().data, offset=piece.offset + first * source_dtype.itemsize)
                 expected = raw
                 if out_dtype != source_dtype:
                     expected = target[: count * out_dtype.itemsize]
                     expected.view(out_dtype.torch).copy_(raw.view(source_dtype.torch))
                 yield (piece.start + first) * out_dtype.itemsize, expected
-        finally:
-            os.close(fd)
+
+
+def _piece_elements(plan: ExportPlan, item: MappedTensor, pieces: list[RawPiece]) -> int:
+    """Elements read at a time: the export's cast piece from local files; from a store
+    without descriptors its read size, no larger than the largest piece (as
+    `export_stream` reads it, so a thread verifying small tensors keeps small buffers)."""
+    if hasattr(plan.source.reader.store, "open_fd"):
+        return STREAM_PIECE_ELEMENTS
+    read = max(1, tensorstore_store.READ_PIECE_BYTES // plan.entry(item).dtype.itemsize)
+    return min(read, max(piece.numel for piece in pieces))
+
+
+@contextmanager
+def _piece_reader(
+    plan: ExportPlan, item: MappedTensor, piece: RawPiece
+) -> Iterator[Callable[..., None]]:
+    """`fill(buffer=..., offset=...)` reading `piece`'s file: pread on a descriptor checked
+    to hold its bytes (closed after), else the store's own read, which says a short read as
+    the file and byte range it lacks."""
+    reader = plan.source.reader
+    if not hasattr(reader.store, "open_fd"):
+        yield partial(read_into, reader.store, piece.file)
+        return
+    fd = open_piece(plan, item, piece)
+    try:
+        yield partial(pread_exact, fd, path=reader.root / piece.file)
+    finally:
+        os.close(fd)
 
 
 def _whole_pieces(

@@ -131,6 +131,7 @@ PER_ELEMENT: frozenset[str] = frozenset().union(*(k.like_parameter for k in KNOW
 # vector is SGD's: no Muon steps one.
 MUON = "Muon"
 SGD_OR_MUON = "momentum (SGD or Muon)"
+_SGD = next(kind for kind in KNOWN_OPTIMIZERS if kind.name == "SGD")
 
 
 def chained(members: Iterable[OptimizerStates]) -> OptimizerStates:
@@ -172,6 +173,46 @@ def named_momentum(kind: OptimizerStates, name: str) -> OptimizerStates:
     wrote it, `SGD_OR_MUON` where its layout fits both."""
     members = [name if member == "SGD" else member for member in kind.name.split(" + ")]
     return replace(kind, name=" + ".join(members))
+
+
+def members(kind: OptimizerStates) -> tuple[OptimizerStates, ...]:
+    """The optimizers chained in `kind` (itself, where it chains none), each with its own
+    sets: a Muon or "SGD or Muon" member keeps SGD's momentum_buffer under its name."""
+    by_name = {known.name: known for known in KNOWN_OPTIMIZERS}
+    return tuple(by_name.get(name) or replace(_SGD, name=name) for name in kind.name.split(" + "))
+
+
+def with_muon(kind: OptimizerStates) -> OptimizerStates:
+    """`kind` as a record naming Muon says it is: its momentum_buffer named Muon's, or Muon
+    chained to it where no parameter holds momentum any more (every one lost), so that a
+    matrix without state is held to Muon's set rather than to the rest's."""
+    if "SGD" in kind.name.split(" + "):
+        return named_momentum(kind, MUON)
+    if MUON in kind.name.split(" + "):
+        return kind
+    return chained([*members(kind), replace(_SGD, name=MUON)])
+
+
+def lost_sets(
+    kind: OptimizerStates, matrix: bool, muon_lost: bool, recorded: bool
+) -> tuple[OptimizerStates, ...]:
+    """Which members' sets a parameter the optimizer stepped, now holding no state, may
+    have lost. A vector: the members' other than Muon's (Muon steps matrices only; momentum
+    that may be SGD's stays). A matrix: Muon's alone where `muon_lost` (a record names Muon
+    and no momentum_buffer is left anywhere, so Muon's were lost); every member's otherwise,
+    and where no record names the optimizer (`recorded` False) and no member keeps
+    momentum, also momentum (SGD or Muon)'s: a Muon run whose every momentum_buffer is lost
+    leaves Adam's moments alone. More than one: nothing tells which, and the caller names
+    each."""
+    chain = members(kind)
+    muon = tuple(member for member in chain if member.name == MUON)
+    if not matrix:
+        return tuple(member for member in chain if member.name != MUON) or chain
+    if muon and muon_lost:
+        return muon
+    if recorded or any(member.name in {MUON, SGD_OR_MUON, "SGD"} for member in chain):
+        return chain
+    return (*chain, replace(_SGD, name=SGD_OR_MUON))
 
 
 @dataclass(frozen=True)
@@ -217,5 +258,8 @@ __all__ = [
     "identify",
     "identify_each",
     "known_names",
+    "lost_sets",
+    "members",
     "named_momentum",
+    "with_muon",
 ]

@@ -6,6 +6,10 @@ a checkpoint peaked at about 3.5x its largest tensor (1.77 GiB for a 0.5 GiB emb
 7B fp32 export from gs:// at about 7 GB. Now the bytes of such a tensor pass through
 per-thread buffers of a few store reads, and a tensor decoded whole is read into its own
 memory a piece at a time, so the peak stays well under the tensor's size.
+
+--verify from a URL then built each such source tensor whole to compare it: it now reads
+and casts the same pieces the export streamed, beside the same piece of the written file,
+still failing on any byte that differs.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pytest
 
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.export_verify import verify_export
 from mfsdp_ckpt.storage import tensorstore_store
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, LocalByteStore, read_into
 from mfsdp_ckpt.storage.tensorstore_store import TensorstoreByteStore
@@ -27,6 +32,7 @@ from tests.support.export import save_single_process_checkpoint
 # tied embedding of 131072 x 128 fp32: one 64 MiB tensor, many store reads
 VOCAB = 131072
 TENSOR_BYTES = VOCAB * 128 * 4
+EMBEDDING = "model.embed_tokens.weight"
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +103,49 @@ def test_a_short_piece_names_the_file_and_its_range(run_dir, monkeypatch):
     said = str(caught.value)  # a short answer, or the driver's OUT_OF_RANGE: both name it
     assert said.startswith(f"file://{dist_ckpt}/{name}: "), said
     assert f"[{start + (1 << 20)}, {start + (2 << 20)})" in said, said
+
+
+def _url_plan(run_dir: Path, out: Path):
+    """The plan export-hf --verify compares `out` by, its source read through the URL."""
+    from mfsdp_ckpt.convert.export_plan import plan_export
+    from mfsdp_ckpt.convert.export_source import load_config, resolve_source
+
+    return plan_export(
+        resolve_source(f"file://{run_dir}", "auto"), load_config(out / "config.json")
+    )
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_verify_from_a_url_peaks_well_under_its_largest_tensor(
+    run_dir, tmp_path, monkeypatch, dtype
+):
+    """--verify from a URL built each source tensor whole to compare it (peak over the
+    tensor's size, where the export beside it streamed in pieces); it now compares the
+    same pieces the export streams."""
+    monkeypatch.setattr(tied_head, "PIECE_BYTES", 1 << 20)
+    out = tmp_path / "url"
+    export_hf(f"file://{run_dir}", out, dtype=dtype, workers=1)
+    plan = _url_plan(run_dir, out)
+    found: list[str] = []
+    rise = _peak_rise(lambda: found.extend(verify_export(plan, out, workers=1)))
+    assert found == []
+    assert rise < TENSOR_BYTES // 4, f"peak rose {rise >> 20} MiB"
+
+
+def test_verify_from_a_url_still_fails_on_one_differing_byte(run_dir, tmp_path):
+    """Compared in pieces, one byte changed deep inside the large tensor still fails,
+    naming it."""
+    out = tmp_path / "url"
+    export_hf(f"file://{run_dir}", out, workers=1)
+    written = out / "model.safetensors"
+    header = 8 + int.from_bytes(written.read_bytes()[:8], "little")
+    begin, end = json.loads(written.read_bytes()[8:header])[EMBEDDING]["data_offsets"]
+    assert end - begin == TENSOR_BYTES
+    with open(written, "r+b") as handle:
+        at = header + begin + TENSOR_BYTES * 5 // 8 + 3  # past the first pieces
+        handle.seek(at)
+        byte = handle.read(1)
+        handle.seek(at)
+        handle.write(bytes([byte[0] ^ 0x40]))
+    found = verify_export(_url_plan(run_dir, out), out, workers=1)
+    assert len(found) == 1 and found[0].startswith(f"{EMBEDDING}: 1 byte(s) differ"), found

@@ -231,7 +231,10 @@ def _megatron_with_optimizer(tmp_path, drop) -> Path:
     """A Megatron-LM run of an untied Llama whose Adam state (with param_to_group_meta
     naming every parameter) has `drop` applied to the output layer's states."""
     model = tiny_causal_lm("llama", vocab=64)
-    run = megatron_run(tmp_path, model, megatron_args(model), optimizer=True)
+    # args name adam, as Megatron-LM's always name the optimizer: without a record, a
+    # matrix without state may have lost Adam's moments or a momentum_buffer
+    args = megatron_args(model, optimizer="adam")
+    run = megatron_run(tmp_path, model, args, optimizer=True)
     ckpt = run / "iter_0000100"
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 

@@ -49,7 +49,10 @@ def _run_without_state(root: Path, family: str, mtp_layers: int, lost: str) -> P
         del adam["state"][WRAPPERS + lost]
         return adam
 
-    args = megatron_args(model, **({"mtp_num_layers": mtp_layers} if mtp_layers else {}))
+    # args name adam, as Megatron-LM's always name the optimizer: without a record, a
+    # matrix without state may have lost Adam's moments or a momentum_buffer
+    mtp = {"mtp_num_layers": mtp_layers} if mtp_layers else {}
+    args = megatron_args(model, optimizer="adam", **mtp)
     return megatron_run(root, model, args, optimizer=drop, mtp_layers=mtp_layers)
 
 
