@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from cli.lines import say
 from mfsdp_ckpt.format.dcp_metadata import reporting_reads
+from trainer.closing import close_all
 from trainer.progress import CallbackBar, bars_drawn
 
 
@@ -63,9 +64,10 @@ def metadata_progress(shown: bool = True) -> Iterator[None]:
     try:
         with reporting_reads(report, checking):
             yield
-    finally:
-        for bar in [*bars.values(), *checks.values()]:
-            bar.close()
+    except BaseException as err:
+        close_all([bar.close for bar in [*bars.values(), *checks.values()]], err)
+        raise
+    close_all([bar.close for bar in [*bars.values(), *checks.values()]], None)
 
 
 __all__ = ["metadata_progress"]

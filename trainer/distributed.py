@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from trainer.closing import close_all
 from trainer.config import ConfigError
 from trainer.env_ints import env_int, joins_a_group
 from trainer.local_ranks import gpu_rank_problem
@@ -207,8 +208,10 @@ def distributed_run(device_choice: str = "auto") -> Iterator[DistEnv]:
     env = init_distributed(device_choice)
     try:
         yield env
-    finally:
-        shutdown(env)
+    except BaseException as err:
+        close_all([lambda: shutdown(env)], err)  # a failing teardown never hides the run's error
+        raise
+    shutdown(env)
 
 
 def free_port() -> int:

@@ -19,7 +19,9 @@ from mfsdp_ckpt.format.layout import RUN_METRICS_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.unique_json import parse_json
+from trainer.closing import close_all
 from trainer.run_files import refuse_foreign, refuse_link, replacing
+from trainer.tracker_threads import ThreadFailure, started_watched
 
 METRICS_FILE = RUN_METRICS_FILE  # layout.py names it: a path to a run dir is told by it
 TENSORBOARD_DIR = "tensorboard"
@@ -44,7 +46,9 @@ class MetricsLogger:
         self.enabled = enabled
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / METRICS_FILE
+        self.events = self.run_dir / TENSORBOARD_DIR
         self._tensorboard = None
+        self._tensorboard_threads: ThreadFailure | None = None
         self._wandb = None
         if not enabled:
             return
@@ -52,9 +56,11 @@ class MetricsLogger:
         refuse_foreign(self.path, directory=False)  # appended to: never through a link
         trackers = require_trackers(trainer)
         if "tensorboard" in trackers:
-            events = _tracker_dir(self.run_dir / TENSORBOARD_DIR)
+            events = _tracker_dir(self.events)
             first = _first_step_to_log(self.run_dir)
-            self._tensorboard = _started("tensorboard", lambda: _summary_writer(events, first))
+            self._tensorboard, self._tensorboard_threads = started_watched(
+                lambda: _started("tensorboard", lambda: _summary_writer(events, first))
+            )
         if "wandb" in trackers:
             _tracker_dir(self.run_dir / WANDB_DIR)
             self._wandb = _started("wandb", lambda: _wandb_run(self.run_dir, trainer))
@@ -70,16 +76,41 @@ class MetricsLogger:
             if isinstance(value, (int, float)) and math.isfinite(value)
         }
         if self._tensorboard is not None:
-            for key, value in scalars.items():
-                self._tensorboard.add_scalar(key, value, step)
+            writer = self._tensorboard
+
+            def add_scalars() -> None:
+                for key, value in scalars.items():
+                    writer.add_scalar(key, value, step)
+
+            self._tensorboard_call(add_scalars)
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
 
     def close(self) -> None:
-        if self._tensorboard is not None:
-            self._tensorboard.close()
+        """Close every tracker, each even when one before it failed; the first failure is
+        raised (`closing.close_all`)."""
+        closers: list[Callable[[], object]] = []
+        writer = self._tensorboard
+        if writer is not None:
+            closers.append(lambda: self._tensorboard_call(writer.close))
         if self._wandb is not None:
-            self._wandb.finish()
+            closers.append(self._wandb.finish)
+        close_all(closers, None)
+
+    def _tensorboard_call(self, call: Callable[[], object]) -> None:
+        """`call` to TensorBoard's writer, whose failure to write is an OSError naming the
+        tensorboard dir, the writer's own words no file (`error: No space left on device`).
+        Its thread's failure (`tracker_threads`) is raised here too: the writer raises it
+        at its next write, but its close may not."""
+        try:
+            call()
+        except OSError as err:
+            raise naming_file(err, self.events) from None
+        failed = self._tensorboard_threads.failure if self._tensorboard_threads else None
+        if isinstance(failed, OSError):
+            raise naming_file(failed, self.events) from None
+        if failed is not None:
+            raise failed
 
 
 def append_whole(path: Path, line: bytes) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from trainer.closing import close_all
+
 # TERM values of terminals that cannot move the cursor: no TERM at all, and `dumb` (Emacs'
 # shell and M-x compile, many CI log viewers)
 CURSORLESS_TERMS = ("", "dumb")
@@ -222,4 +224,4 @@ class CallbackBar:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self.close()
+        close_all([self.close], error)  # a bar failing to close never hides `error`

@@ -25,6 +25,7 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.checkpoint_failures import raised_by_every_rank
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
+from trainer.closing import close_all
 from trainer.config import ConfigError, end_step, write_resolved_config
 from trainer.config_history import keep_changed_config, own_config_note
 from trainer.distributed import DistEnv, distributed_run, resolve_device
@@ -448,38 +449,46 @@ class TrainingRun:
 
     def loop(self, hooks: StepHooks) -> None:
         """Steps `start` to `stop`, then the final evaluation and save; the metrics log, the
-        progress bar and what `hooks` holds are closed however it ends."""
+        progress bar and what `hooks` holds are closed however it ends, and a close that
+        fails never hides the failure that ended the steps (`closing.close_all`)."""
         self._drop_later_records()
         metrics = MetricsLogger(self.run_dir, self.env.is_main, self.cfg.trainer)
-        bar = None
+        bars: list[Any] = []  # the bar, once drawn
+
+        def close(failure: BaseException | None) -> None:
+            close_all([*(bar.close for bar in bars), metrics.close, hooks.close], failure)
+
         try:
-            hooks.before_first_step(metrics)
-            drawn = draws_bars(self.env.is_main and self.cfg.trainer.progress_bar)
-            bar = step_bar(self.name, self.total_steps, self.start, drawn)
-            for step in range(self.start, self.stop):
-                _seed_step_draws(self.cfg.trainer.seed, step, self.env.rank)
-                record = hooks.train_step(step)
-                hooks.after_step(step + 1, record, metrics)
-                bar.set_postfix(hooks.bar_postfix(record), refresh=False)
-                bar.update(1)
-                if self.env.is_main and not drawn and self.should_log(step + 1, record):
-                    self._say_step(step + 1, hooks.bar_postfix(record))
-            hooks.after_last_step(metrics)
-            self.checkpointer.close()
+            try:
+                hooks.before_first_step(metrics)
+                drawn = draws_bars(self.env.is_main and self.cfg.trainer.progress_bar)
+                bar = step_bar(self.name, self.total_steps, self.start, drawn)
+                bars.append(bar)
+                for step in range(self.start, self.stop):
+                    _seed_step_draws(self.cfg.trainer.seed, step, self.env.rank)
+                    record = hooks.train_step(step)
+                    hooks.after_step(step + 1, record, metrics)
+                    bar.set_postfix(hooks.bar_postfix(record), refresh=False)
+                    bar.update(1)
+                    if self.env.is_main and not drawn and self.should_log(step + 1, record):
+                        self._say_step(step + 1, hooks.bar_postfix(record))
+                hooks.after_last_step(metrics)
+                self.checkpointer.close()
+            except BaseException as err:
+                # Ctrl-C or a failure with an async save in flight: it commits now, while the
+                # process group and the run dir's lock are still held (it went on committing
+                # after both were gone, and the line said the step before was the newest)
+                self.checkpointer.settle()
+                close(err)  # a close failing now must not replace `err`, which says why
+                raise
+            # a close that fails after the steps went well (TensorBoard's last write on a
+            # full disk) fails the run, with the same line as a failure of a step
+            close(None)
         except BaseException as err:
-            # Ctrl-C or a failure with an async save in flight: it commits now, while the
-            # process group and the run dir's lock are still held (it went on committing
-            # after both were gone, and the line said the step before was the newest)
-            self.checkpointer.settle()
             ended = run_ended(err, self.run_dir, self.cfg.checkpoint.resume)
             if ended is not None:  # a full disk: its line names the step to resume
                 raise ended from None
             raise
-        finally:
-            if bar is not None:
-                bar.close()
-            metrics.close()
-            hooks.close()
 
     def finish(self, result: Finished) -> Finished:
         """`result` once `loop` returned: the step the run reached and the checkpoint it

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from trainer.closing import close_all
 from trainer.config import ConfigError
 from trainer.data.batching import global_batch, rank_share
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
@@ -469,8 +470,8 @@ def _closed_on_failure(engine: RolloutEngine) -> Iterator[None]:
     run's error line. `TrainingRun.loop` closes the engine however the steps end."""
     try:
         yield
-    except BaseException:
-        engine.close()
+    except BaseException as err:
+        close_all([engine.close], err)  # a failing shutdown never hides the step's error
         raise
 
 

@@ -19,6 +19,7 @@ import torch
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from trainer.closing import close_all
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
 
 if TYPE_CHECKING:  # vLLM is imported where it is used
@@ -103,8 +104,7 @@ def vllm_failures(failed: str, close: Callable[[], None] | None = None) -> Itera
     except (torch.OutOfMemoryError, MfsdpError):
         raise
     except Exception as err:
-        if close is not None:
-            close()
+        close_all([close] if close is not None else [], err)
         raise VLLMRolloutError.of(f"{failed}: {vllm_reason(err)}") from None
 
 
