@@ -1,8 +1,9 @@
 """What a column the run never reads costs when the training data is loaded: the peak RSS
 of the GRPO prompt load (`load_rl_prompts`, what `mfsdp train grpo` calls) and of the SFT
 row read (`read_rows_with_origins` through SFT's columns), each in a fresh process, on a
-table with and without an unread `images` column (one list of `--blob-bytes` random bytes a
-row, as a verl multimodal parquet keeps its images).
+table with and without an unread `pages` column (one list of `--blob-bytes` random bytes a
+row, stored as a verl multimodal parquet keeps its images: an `images` column itself is
+refused, trainer/data/media_columns.py).
 
 The GRPO table holds verl's gsm8k columns (`prompt`, `data_source`, `ability`,
 `reward_model`, `extra_info`), each prompt made unique; the SFT table holds a two-turn
@@ -72,16 +73,14 @@ def sft_row(index: int) -> dict:
 
 
 def write_pair(folder: Path, name: str, rows: list[dict], blob_bytes: int) -> None:
-    """`name`_without.parquet (the rows) and `name`_with.parquet (the rows and `images`)."""
+    """`name`_without.parquet (the rows) and `name`_with.parquet (the rows and `pages`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     without, with_images = folder / f"{name}_without.parquet", folder / f"{name}_with.parquet"
     pq.write_table(pa.Table.from_pylist(rows), without)
     images = [[{"bytes": os.urandom(blob_bytes)}] for _ in rows]
-    pq.write_table(
-        pa.Table.from_pylist(rows).append_column("images", pa.array(images)), with_images
-    )
+    pq.write_table(pa.Table.from_pylist(rows).append_column("pages", pa.array(images)), with_images)
 
 
 def write_tables(folder: Path, rows: int, blob_bytes: int) -> None:
@@ -113,7 +112,7 @@ def main() -> None:
     if args.write is not None:
         write_tables(args.write, args.rows, args.blob_bytes)
         return
-    print("| load | images column | file MiB | rows | peak RSS MiB |")
+    print("| load | pages column | file MiB | rows | peak RSS MiB |")
     print("|---|---|---|---|---|")
     lines = []
     with tempfile.TemporaryDirectory() as scratch:

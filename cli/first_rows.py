@@ -5,7 +5,10 @@ refused at its first row after loading the model. Only the first row of each fil
 (a .jsonl's first line, a parquet's first row group through the columns read, where that
 group is one batch of train's reader: a larger one is left to train, which decodes it whole
 to measure it); every other row is train's to check, and so is a file train may not read (a
-GRPO val file past the first, where `data.val_max_samples` keeps the first N rows)."""
+GRPO val file past the first, where `data.val_max_samples` keeps the first N rows). Each
+file's columns are checked from its footer (or first row) for verl's image and video columns
+(`refuse_media_columns`), and an SFT `data.val_ratio` for a hold-out of every training row
+(`check_val_split`, which counts no more rows than that takes)."""
 
 from __future__ import annotations
 
@@ -20,20 +23,28 @@ def check_first_rows(cfg: Any, kind: str) -> None:
     val_files = list(cfg.data.val_files)
     if kind == "rl" and cfg.data.val_max_samples is not None:
         val_files = val_files[:1]  # the first N rows may all come from it
+    from trainer.data.media_columns import refuse_media_columns
+
     for path in [*cfg.data.train_files, *val_files]:
+        refuse_media_columns(path)
         if not _first_row_is_cheap(path):
             continue
         if kind == "rl":
-            from trainer.grpo.data import RL_COLUMNS
+            from trainer.grpo.data import RL_COLUMNS, row_data_source
             from trainer.grpo.prompt_row import checked_prompt_row
 
             row, where, whole_row = _first_row(path, (cfg.data.prompt_key, *RL_COLUMNS))
             custom_reward = bool(cfg.reward.path)
             checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
+            row_data_source(row, where)
         else:
             from trainer.data.sft_dataset import check_row_chat, columns_read
 
             check_row_chat(cfg.data, *_first_row(path, columns_read(cfg.data)))
+    if kind == "sft":  # a hold-out of every row, which train refuses once it has read them
+        from trainer.data.val_split import check_val_split
+
+        check_val_split(cfg.data)
 
 
 def _first_row_is_cheap(path: str) -> bool:

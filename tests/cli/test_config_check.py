@@ -40,8 +40,9 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
 
 
 def stage_example(tmp_path: Path, config: Path) -> list[str]:
-    """`config` copied to tmp_path/examples, with the data files it names made (one row of
-    its trainer's: the check reads a file's first row) and, where it names a model dir, the
+    """`config` copied to tmp_path/examples, with the data files it names made (two rows of
+    its trainer's: the check reads a file's first row, and counts the rows a `val_ratio`
+    leaves to train on, which of one row is none) and, where it names a model dir, the
     overrides pointing it at a stand-in dir; the overrides."""
     (tmp_path / "examples").mkdir()
     shutil.copy(config, tmp_path / "examples" / config.name)
@@ -60,7 +61,7 @@ def stage_example(tmp_path: Path, config: Path) -> list[str]:
     for key in ("train_files", "val_files"):
         named = keys["data"].get(key) or []
         for path in [named] if isinstance(named, str) else named:
-            write_rows(tmp_path / path, [row])
+            write_rows(tmp_path / path, [row, row])
     if "path" not in keys.get("model", {}):
         return []
     model = tmp_path / "model"

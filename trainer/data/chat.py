@@ -46,6 +46,7 @@ from typing import Any
 from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
+from trainer.data.chat_as_text import chat_written_as_text
 from trainer.data.chat_columns import ChatColumns, no_chat_columns
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 from trainer.data.verl_turns import (
@@ -197,7 +198,7 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         turns = (
             _turns_in(prompt, prompt_at)
             if isinstance(prompt, (list, tuple))
-            else [{"role": "user", "content": _text(prompt, prompt_at, "prompt")}]
+            else [{"role": "user", "content": _prompt_text(prompt, prompt_at)}]
         )
         response, response_at = _field(row, columns.response, columns.response_fields)
         content = _text(response, response_at, "response")
@@ -274,6 +275,15 @@ def _field(row: dict[str, Any], column: str, fields: tuple[str, ...]) -> tuple[A
             )
         value, where = value[name], f"{where}.{name}"
     return value, where
+
+
+def _prompt_text(value: Any, column: str) -> str:
+    """A prompt as text (`_text`), refused where it is chat turns written out as text
+    (`chat_written_as_text`), as a `messages` cell holding them is."""
+    text = _text(value, column, "prompt")
+    if why := chat_written_as_text(text, column):
+        raise ChatFormatError(why)
+    return text
 
 
 def _text(value: Any, column: str, role: str) -> str:

@@ -440,6 +440,16 @@ def _row_groups(footer: Any, only_row: int | None) -> tuple[list[int], int]:
     raise IndexError(f"row {only_row} is past the file's {start} rows")
 
 
+def columns_held(path: str | os.PathLike, names: Collection[str]) -> list[str]:
+    """Which of the columns `names` the data file at `path` has, read cheaply: a parquet
+    file's schema (no page is read), a JSON table's first row through `names` alone, a key
+    whose value is null not counted (the row holds nothing there)."""
+    if Path(path).suffix.lower() == ".parquet":
+        return [name for name in _parquet_columns(Path(path)) if name in names]
+    row, _ = next(iter_file_rows(path, names))  # dropped, the generator closes the file
+    return [name for name in names if row.get(name) is not None]
+
+
 def _parquet_columns(path: Path) -> list[str]:
     """The names of the columns of the parquet file at `path`, from its footer's schema:
     no page is read. Its file refused (gone, changed to no parquet file since its rows were

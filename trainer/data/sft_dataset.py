@@ -25,7 +25,9 @@ from trainer.data.chat import (
 from trainer.data.chat_columns import ChatColumns, no_chat_columns, other_kind
 from trainer.data.chat_source import chat_columns, chat_keys, say_which_trains
 from trainer.data.files import RowOrigins, read_rows_with_origins
+from trainer.data.media_columns import refuse_media_columns
 from trainer.data.row_table import IntLists, RowTable, Shared, TextTuples
+from trainer.data.val_split import held_out_count
 from trainer.data.verl_turns import MASKED, UNTRAINED
 from trainer.env_ints import process_rank
 from trainer.progress import item_bar
@@ -208,6 +210,8 @@ def load_sft_splits(
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
     read = columns_read(cfg)
+    for path in [*cfg.train_files, *cfg.val_files]:  # a media column is not decoded
+        refuse_media_columns(path)
     rows, origins = read_rows_with_origins(cfg.train_files, read)
     train_at: Sequence[int] = range(len(rows))
     if cfg.val_files:
@@ -216,7 +220,7 @@ def load_sft_splits(
     elif cfg.val_ratio > 0:
         order = list(range(len(rows)))
         random.Random(seed).shuffle(order)
-        held = set(order[: max(1, round(cfg.val_ratio * len(rows)))])
+        held = set(order[: held_out_count(cfg.val_ratio, len(rows), list(cfg.train_files))])
         val_at = sorted(held)
         train_at = [i for i in range(len(rows)) if i not in held]
         val_rows, val_origins = rows, origins

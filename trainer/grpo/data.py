@@ -12,8 +12,9 @@ decimal text: `72` and `72.0` as "72"; a fraction such as a float32 0.1 is refus
 guess), and the row's `data_source` one with a built-in rule: a source with none failed the
 run at its first reward, after steps were saved, naming no file. A custom reward function may
 take any other value (a list, a dict, null or empty: a judge's or a test runner's reward needs
-none, and verl gives it as it is) and any data_source (a missing one is given as ""): both are
-given to it unchanged.
+none, and verl gives it as it is) and any data_source text (a missing or null one is given
+as "", a binary one decoded as UTF-8; another value is refused, its text a guess): the
+ground truth is given to it unchanged.
 Its `extra_info` must then be a dict, or missing or null (given as `{}`), as verl reads it:
 the function is given it as verl's reward manager gives it (`reward_extra_info`).
 """
@@ -37,7 +38,9 @@ from trainer.data.chat import (
     turn_keys_texts,
     turn_texts,
 )
+from trainer.data.chat_as_text import chat_written_as_text
 from trainer.data.files import read_rows_with_origins
+from trainer.data.media_columns import refuse_media_columns
 from trainer.data.row_table import IntLists, Pickled, RowTable, Shared, TextTuples
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.prompt_row import checked_prompt_row
@@ -84,14 +87,17 @@ def prompt_table() -> RowTable[RLPrompt]:
     )
 
 
-def chat_turns(prompt: Any) -> list[dict]:
-    """A row's prompt as chat turns: verl's data files hold either a list of {role, content}
-    turns or bare text, which is taken as one user turn (not iterated as turns, one per
-    character). A prompt that is empty or all blank text is refused (`RLDataError`, to which
-    the caller adds the row's name): it asks the policy nothing."""
+def chat_turns(prompt: Any, column: str = "prompt") -> list[dict]:
+    """A row's prompt (its `column`) as chat turns: verl's data files hold either a list of
+    {role, content} turns or bare text, which is taken as one user turn (not iterated as
+    turns, one per character). A prompt that is empty or all blank text is refused
+    (`RLDataError`, to which the caller adds the row's name): it asks the policy nothing;
+    so is text holding chat turns written out (`chat_written_as_text`)."""
     if isinstance(prompt, str):
         if not prompt.strip():
             raise RLDataError(f"prompt is empty text ({cut_to(repr(prompt), 20)})")
+        if why := chat_written_as_text(prompt, column):
+            raise RLDataError(why)
         return [{"role": "user", "content": prompt}]
     try:
         turns = checked_turns(prompt)
@@ -145,6 +151,37 @@ def checked_extra_info(value: Any) -> str | None:
     )
 
 
+def data_source_text(value: Any) -> str:
+    """A row's `data_source` as the text the reward is given: a missing or null one as "",
+    as the docs say (`str()` of it gave a reward 'None', which routed the row elsewhere or
+    raised in verl's default_compute_score), and a binary column's value decoded as UTF-8
+    (`str()` gave its repr, "b'openai/gsm8k'"). Any other value, or bytes that are no UTF-8,
+    is refused (`RLDataError`, to which the caller adds the row's name): its text would be a
+    guess."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise RLDataError(
+                f"data_source is binary data that is not UTF-8 text ({cut_to(repr(value), 60)})"
+            ) from None
+    raise RLDataError(
+        f"data_source is {type(value).__name__} {cut_to(repr(value), 60)}, not text"
+        " (a reward function is given it as text)"
+    )
+
+
+def row_data_source(row: dict[str, Any], where: str) -> str:
+    """The `data_source` of `row`, named `where` in its refusal, as the reward is given it
+    (`data_source_text`)."""
+    try:
+        return data_source_text(row.get("data_source"))
+    except RLDataError as err:
+        raise RLDataError(f"{where}: {err}") from None
+
+
 def load_rl_prompts(
     files: list[str],
     cfg: RLDataConfig,
@@ -159,6 +196,8 @@ def load_rl_prompts(
     # the columns a row is read through, those verl's RLHFDataset and reward manager read:
     # no other is decoded (files.py)
     read = (cfg.prompt_key, *RL_COLUMNS)
+    for path in files:  # from its footer or first row: a media column is not decoded
+        refuse_media_columns(path)
     rows, origins = read_rows_with_origins(files, read)
     rows = rows[:limit]
     prompts, dropped, shortest = prompt_table(), 0, math.inf
@@ -171,6 +210,7 @@ def load_rl_prompts(
         where = origins(index)
         whole_row = functools.partial(origins.whole_row, index, row)
         turns = checked_prompt_row(row, where, whole_row, cfg.prompt_key, custom_reward)
+        source = row_data_source(row, where)
         try:
             rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
             refuse_unrendered_tool_calls(
@@ -197,7 +237,7 @@ def load_rl_prompts(
         prompts.append(
             RLPrompt(
                 ids,
-                str(row.get("data_source", "")),
+                source,
                 row["reward_model"]["ground_truth"],
                 row.get("extra_info"),
                 turn_texts(turns),

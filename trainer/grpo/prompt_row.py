@@ -47,7 +47,7 @@ def checked_prompt_row(
     elif bad_extra := checked_extra_info(row.get("extra_info")):
         raise RLDataError(f"{where}: {bad_extra}")
     try:
-        return chat_turns(row[prompt_key])
+        return chat_turns(row[prompt_key], prompt_key)
     except RLDataError as err:
         raise RLDataError(f"{where}: {err}") from None
 

@@ -162,11 +162,12 @@ def test_a_list_of_ints_as_chat_turns_names_the_column(tmp_path):
 
 @pytest.mark.parametrize("reader, keys", [(GRPO, []), (SFT, EXTRA_INFO)])
 def test_unread_nested_and_int_list_columns_train(tmp_path, reader, keys):
-    """Columns the run does not read, a list of ints and a list of structs (verl's
-    multimodal `images`), beside the verl columns: the rows train."""
+    """Columns the run does not read, a list of ints and a list of structs (stored as verl's
+    multimodal `images` are: that column itself is refused, test_multimodal_tables_refused),
+    beside the verl columns: the rows train."""
     extra = {
         "input_ids": pa.array([[1, 2, 3]] * 3),
-        "images": pa.array([[{"bytes": b"\x89PNG", "path": None}]] * 3),
+        "attachments": pa.array([[{"bytes": b"\x89PNG", "path": None}]] * 3),
     }
     path = _write(tmp_path, ".parquet", [_verl_row(index) for index in range(3)], extra)
     _load(reader, path, keys)
