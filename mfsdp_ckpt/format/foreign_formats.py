@@ -29,9 +29,16 @@ from mfsdp_ckpt.format.layout import (
     VERL_PEFT_ADAPTER_DIR,
     CheckpointPathError,
     ForeignFormatError,
+    IncompleteCheckpointError,
     looks_like_hf_model,
 )
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE, HF_CONFIG_FILE, INDEX_FILE
+from mfsdp_ckpt.format.unfinished_torch_dist import (
+    LEGACY_COMMON_FILE,
+    TORCH_DIST_MARKER,
+    UNFINISHED_TORCH_DIST,
+    is_unfinished_torch_dist,
+)
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
 from mfsdp_ckpt.storage.unique_json import read_json_file
 
@@ -39,8 +46,8 @@ from mfsdp_ckpt.storage.unique_json import read_json_file
 # (what it is, what reads it). Megatron-LM tells them apart the same way
 # (checkpointing.py: metadata.json -> torch_dist, mp_rank_0* -> torch). Its legacy marker
 # is a directory, mp_rank_<tp>[_<pp>[_<ep>]]/; DeepSpeed's mp_rank_00_model_states.pt is a
-# file (`deepspeed`).
-_TORCH_DIST_MARKER = "metadata.json"
+# file (`deepspeed`). torch_dist's marker is written last: a save stopped before it is
+# named as one that did not finish (`unfinished_torch_dist`).
 _MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}(_[0-9]{3}){0,2}\Z")
 _VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt\Z")
 # An adapter_config.json is about 1 KB; a larger file is no adapter's to describe
@@ -49,8 +56,14 @@ _MAX_ADAPTER_CONFIG_BYTES = 1 << 20
 
 def refuse_foreign_format(directory: Path, names: list[str]) -> None:
     """ForeignFormatError (one line: what the dir is and what reads it) for a checkpoint
-    of a format mfsdp does not read: never 'not a checkpoint', never a misread."""
-    if _TORCH_DIST_MARKER in names and is_file(directory / _TORCH_DIST_MARKER):
+    of a format mfsdp does not read: never 'not a checkpoint', never a misread. A torch_dist
+    save stopped before its marker is an IncompleteCheckpointError (exit 1, as any save
+    that did not finish): Megatron does not load it either."""
+    if is_unfinished_torch_dist(directory, names):
+        raise IncompleteCheckpointError(
+            f"{directory}: {UNFINISHED_TORCH_DIST}; Megatron's load refuses it too"
+        )
+    if TORCH_DIST_MARKER in names and is_file(directory / TORCH_DIST_MARKER):
         peft = _verl_peft_reader(directory)
         if peft is not None:
             raise ForeignFormatError(
@@ -59,8 +72,9 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
             )
         raise ForeignFormatError(
             f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
-            f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
-            f" Megatron-Bridge read it, and {_torch_dist_converter(directory)}"
+            f" ({TORCH_DIST_MARKER}; {LEGACY_COMMON_FILE} in older saves), which mfsdp does not"
+            " read; Megatron-LM and Megatron-Bridge read it, and"
+            f" {_torch_dist_converter(directory)}"
         )
     rank_shards = sorted(n for n in names if hf_trainer.RANK_SHARD_RE.match(n))
     if rank_shards:

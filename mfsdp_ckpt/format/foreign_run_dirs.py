@@ -54,6 +54,8 @@ def foreign_run_words(run: Path) -> str | None:
             refuse_foreign_format(run, names)
         except ForeignFormatError as err:
             return _foreign(err)
+        except MfsdpError:
+            return None  # a save that did not finish: reading it for the run names it
         return None
     for given in [run, *(run / name for name in reversed(steps))]:
         try:

@@ -119,7 +119,8 @@ class DamagedRunDirError(MfsdpFailedError, ValueError):
 
 class IncompleteCheckpointError(MfsdpFailedError, ValueError):
     """A recognised layout whose dist_ckpt/ holds no `.metadata` (a save that did not
-    finish, or verl's manifest naming empty dirs): a damaged checkpoint, exit 1."""
+    finish, or verl's manifest naming empty dirs), or a Megatron torch_dist save without
+    the metadata.json it writes last: a damaged checkpoint, exit 1."""
 
 
 def step_dir(run_dir: str | os.PathLike, step: int) -> Path:

@@ -39,6 +39,10 @@ from mfsdp_ckpt.format.layout import (
     parse_step_dir_name,
     step_dir,
 )
+from mfsdp_ckpt.format.unfinished_torch_dist import (
+    UNFINISHED_TORCH_DIST_LACKS,
+    is_unfinished_torch_dist,
+)
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
@@ -434,10 +438,14 @@ def unfinished_save(step: Path) -> str | None:
     or under the step for SFT), and DCP writes `.metadata` last, into Megatron's iter_N/
     itself or verl's dist_ckpt/ (under the step, a role, or a role's model/). A step of
     ours (its manifest there) or of a format mfsdp does not read (Megatron's legacy
-    `mp_rank_NN/`, verl's FSDP shards: no `.metadata` is theirs to write) lacks nothing."""
+    `mp_rank_NN/`, verl's FSDP shards: no `.metadata` is theirs to write) lacks nothing,
+    except a Megatron torch_dist save without the metadata.json megatron-core writes last."""
     if _is_file_followed(step / MANIFEST_FILE):
         return None
     holders = [step, *(step / role for role in ROLES)]
+    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+    if any(is_dir(d) and is_unfinished_torch_dist(d, children(d)) for d in dcps):
+        return UNFINISHED_TORCH_DIST_LACKS
     if any(_is_foreign(holder) for holder in holders):
         return None
     if any(
@@ -445,7 +453,6 @@ def unfinished_save(step: Path) -> str | None:
         for holder in holders
     ):
         return f"{VERL_CONTENTS_FILE}, which verl writes last"
-    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
     if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
         return f"{DCP_METADATA_FILE}, which a save writes last"
     return None

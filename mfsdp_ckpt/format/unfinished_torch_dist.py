@@ -1,0 +1,140 @@
+"""A Megatron torch_dist save that did not finish, told apart without unpickling it.
+
+megatron-core writes a torch_dist save's `metadata.json` last (the save's finalize step,
+after every `*.distcp` and the `.metadata`), and that file is how it and we tell the
+format apart. A run stopped in between leaves a DCP that looks like one of ours: offered
+as a step to read, it was then refused by the restricted unpickler naming a `SavePlan`
+global, which says nothing of what the dir is. Its `.metadata` still shows its writer:
+megatron-core stores the ranks' save plans in it (`Metadata.all_local_plans`, a list of
+torch's `SavePlan`) and the save's common state as the `common_state` entry
+(`common_state/shard_0_1`); neither is in a DCP that torch, mfsdp or Megatron's
+fsdp_dtensor save writes. Both are found here by their pickle opcodes in windows around
+byte matches: the file is mapped, not read or unpickled, so a 1 GiB `.metadata` costs a
+scan at memory speed (a full opcode walk in Python reads about 10 MB/s). An older
+megatron-core (common state in `common.pt`, written before the DCP) is told by that file.
+
+Of the other formats `foreign_formats` names, none has a marker that its save writes
+last: Megatron's legacy `mp_rank_NN/`, DeepSpeed's and Accelerate's per-rank files and
+verl's FSDP shards are each recognised by the files holding the weights; torchtitan's
+DCP and verl's `ckpt_contents.json` are judged by `run_steps.unfinished_save`.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import pickletools
+from pathlib import Path
+
+from mfsdp_ckpt.format.dir_entries import is_file
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, MANIFEST_FILE
+
+TORCH_DIST_MARKER = "metadata.json"
+LEGACY_COMMON_FILE = "common.pt"
+UNFINISHED_TORCH_DIST = (
+    f"a Megatron torch_dist save that did not finish (no {TORCH_DIST_MARKER}, which"
+    " megatron-core writes last)"
+)
+# What such a save lacks, as a list of a run's step dirs says it ("holds no ...")
+UNFINISHED_TORCH_DIST_LACKS = (
+    f"{TORCH_DIST_MARKER} (a Megatron torch_dist save, whose {TORCH_DIST_MARKER}"
+    " megatron-core writes last)"
+)
+
+_PLANNER_MODULE = "torch.distributed.checkpoint.planner"
+_SAVE_PLAN = "SavePlan"
+_COMMON_STATE_KEY = "common_state/shard_0_1"  # ShardedObject("common_state", (1,), (0,))
+_MEMO_OPS = frozenset({"MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"})
+_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"})
+# Where a string's opcode may start before its text: SHORT_BINUNICODE (1 byte of length),
+# BINUNICODE (4), BINUNICODE8 (8); protocol 0's UNICODE has no length
+_LENGTH_BYTES = (1, 4, 8)
+_WINDOW_BYTES = 128  # after a match: the string's op, its memo op and the next op
+_MAX_MATCHES = 64  # byte matches checked per pattern; a real save has one or two
+
+
+def is_unfinished_torch_dist(directory: Path, names: list[str]) -> bool:
+    """Whether `directory` (holding `names`) is a torch_dist save stopped before its
+    `metadata.json`: a DCP (`.metadata`) whose files show megatron-core wrote it."""
+    if TORCH_DIST_MARKER in names or DCP_METADATA_FILE not in names:
+        return False
+    if os.path.lexists(directory.parent / MANIFEST_FILE):
+        return False  # mfsdp's step, its dist_ckpt/ beside the manifest: not scanned
+    metadata = directory / DCP_METADATA_FILE
+    if not is_file(metadata):
+        return False
+    if LEGACY_COMMON_FILE in names and is_file(directory / LEGACY_COMMON_FILE):
+        return True
+    return _written_by_megatron(metadata)
+
+
+def _written_by_megatron(metadata: Path) -> bool:
+    """The `.metadata` names torch's SavePlan as a global or holds the common_state entry.
+    A file that cannot be opened or mapped is no sign of either: reading it says why."""
+    try:
+        with open(metadata, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _names_save_plan(data) or _string_pushed(data, _COMMON_STATE_KEY)
+    except (OSError, ValueError):
+        return False
+
+
+def _names_save_plan(data: mmap.mmap) -> bool:
+    """A GLOBAL `torch.distributed.checkpoint.planner SavePlan` (protocols 0-3), or a
+    STACK_GLOBAL (protocol 4+) taking a pushed "SavePlan" with the planner module pushed
+    in the file (just before, or earlier and taken from the memo)."""
+    for at in _matches(data, _SAVE_PLAN.encode()):
+        ops = _ops_from(data, at - len(_PLANNER_MODULE) - 2)  # c<module>\nSavePlan\n
+        if ops and ops[0] == ("GLOBAL", f"{_PLANNER_MODULE} {_SAVE_PLAN}"):
+            return True
+        for ops in _string_ops_at(data, at, _SAVE_PLAN):
+            following = [name for name, _arg in ops[1:] if name not in _MEMO_OPS]
+            if following[:1] == ["STACK_GLOBAL"]:
+                return _string_pushed(data, _PLANNER_MODULE)
+    return False
+
+
+def _string_pushed(data: mmap.mmap, text: str) -> bool:
+    """Some opcode of the pickle pushes exactly the string `text`."""
+    return any(_string_ops_at(data, at, text) for at in _matches(data, text.encode()))
+
+
+def _string_ops_at(data: mmap.mmap, at: int, text: str) -> list[list[tuple[str, object]]]:
+    """The opcodes decoded from each place a string op pushing `text` (its bytes at `at`)
+    could start, for the starts where the first one does."""
+    found = []
+    for start in [at - 1 - width for width in _LENGTH_BYTES] + [at - 1]:
+        ops = _ops_from(data, start)
+        if ops and ops[0][0] in _STRING_OPS and ops[0][1] == text:
+            found.append(ops)
+    return found
+
+
+def _ops_from(data: mmap.mmap, start: int) -> list[tuple[str, object]]:
+    """(name, arg) of the opcodes decoded from `start` to the end of a small window (a
+    window cut mid-op ends the list there)."""
+    if start < 0:
+        return []
+    ops: list[tuple[str, object]] = []
+    window = io.BytesIO(data[start : start + _WINDOW_BYTES])
+    try:
+        for op, arg, _pos in pickletools.genops(window):
+            ops.append((op.name, arg))
+            if len(ops) == 4:
+                break
+    except (ValueError, UnicodeDecodeError):  # cut mid-op, or not an op at all
+        pass
+    return ops
+
+
+def _matches(data: mmap.mmap, pattern: bytes) -> list[int]:
+    """Offsets of the first _MAX_MATCHES occurrences of `pattern` in `data`."""
+    found: list[int] = []
+    at = data.find(pattern)
+    while at >= 0 and len(found) < _MAX_MATCHES:
+        found.append(at)
+        at = data.find(pattern, at + 1)
+    return found
