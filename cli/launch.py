@@ -169,6 +169,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
         check_writable_dir,
     )
     from trainer.lora_adapter_config import check_adapter_config
+    from trainer.lora_gone_adapter import resume_without_adapter_dir
     from trainer.metrics import require_trackers
     from trainer.model_code import check_model_files
     from trainer.model_source import note_unread_shape, resolve_model_source
@@ -185,6 +186,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     note_unread_shape(cfg.model)
+    resume_without_adapter_dir(cfg)  # a gone adapter dir: the resumed step's own adapter
     check_local_paths(cfg)  # and so does every other path key
     check_model_files(cfg.model, source)  # model files that would run code or unpickle
     check_adapter_config(cfg.model)  # adapter_config.json, as each rank reads it

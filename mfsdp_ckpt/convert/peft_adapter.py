@@ -53,7 +53,8 @@ def write_peft_adapter(
     recorded PEFT config as adapter_config.json, its target_modules naming exactly the
     stored adapters' modules (`peft_target_modules`: a run whose target_modules regex
     picked some layers recorded their own names, q_proj, ..., which adapt every layer),
-    and its base as PEFT loads one (`peft_base`: a checkpoint base is no model dir)."""
+    and its base as PEFT loads one (`peft_base`: a checkpoint base is no model dir, and a
+    model dir whose config the run changed is not the model trained)."""
     stored = adapter.reader.tensors
     out_dtype = {key: choose_dtype(dtype, None, [stored[key]]) for _, key in adapter.keys()}
     targets = {peft_name(parsed): key for parsed, key in adapter.keys()}
@@ -63,7 +64,7 @@ def write_peft_adapter(
         key = targets[name]
         return adapter.reader.read_tensor(key).to(out_dtype[key].torch)
 
-    base_name, note = peft_base(base)
+    base_name, note = peft_base(base, paths)
 
     def settings() -> dict:
         assert manifest.lora is not None  # lora_manifest() returns only manifests with one

@@ -7,6 +7,13 @@ which transformers cannot load ("Unrecognized model ... Should have a `model_typ
 a checkpoint base is named by the Hugging Face dir it holds the weights of, where its record
 knows one (an import-hf result: the dir it was imported from), else null, with a note saying
 which checkpoint to export first (`mfsdp ckpt export-hf`) and load the adapter onto.
+
+A model dir is named only where it is the model the adapter was trained on: a run trained
+with `model.overrides` built its model from that dir's config.json changed, which the step
+keeps, and PEFT would build the base from the dir's own (`lora_base_config`). Then the field
+is null too, with a note naming the keys and how to build the base the adapter was trained
+on. A base dir that is not here, or whose config.json cannot be read, is named as recorded
+with a note saying it could not be checked.
 """
 
 from __future__ import annotations
@@ -14,30 +21,66 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mfsdp_ckpt.convert.lora_base_config import compare_base_config, differing_words
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
-from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, DIST_CKPT_DIR
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, DIST_CKPT_DIR, CheckpointPaths
 from mfsdp_ckpt.format.lora_fields import BaseModelRecord, base_weights_dir
 from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 
 
-def peft_base(base: BaseModelRecord | None) -> tuple[str | None, str | None]:
-    """`base_model_name_or_path` for an adapter trained on `base`, and a note for stderr
-    where that is null because the base is a checkpoint (None: nothing to say). A random
-    init (no weights anywhere) is null without a note, as before: nothing can be loaded."""
+def peft_base(
+    base: BaseModelRecord | None, paths: CheckpointPaths
+) -> tuple[str | None, str | None]:
+    """`base_model_name_or_path` for an adapter trained on `base` (the step at `paths`), and
+    a note for stderr where that is null because the base is a checkpoint or a model dir
+    whose config is not the one trained (`_trained_on`), or where the base dir could not be
+    checked (None: nothing to say). A random init (no weights anywhere) is null without a
+    note, as before: nothing can be loaded."""
     weights = base_weights_dir(base)
-    if weights is None or not _is_checkpoint(base, weights):
-        return weights, None
+    if weights is None:
+        return None, None
+    if not _is_checkpoint(base, weights):
+        return _trained_on(weights, paths)
     imported = _imported_from(weights)
     if imported is not None:
-        return imported, None
+        return _trained_on(imported, paths)
     step, config = _step_of(weights)
     return None, (
         f"the base model is the checkpoint {step}, which PEFT cannot load, so"
         " adapter_config.json's base_model_name_or_path is null: export the base first with"
         f" `mfsdp ckpt export-hf {step} --out BASE_DIR{config}` and load the adapter onto it"
         " (PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(BASE_DIR), ADAPTER_DIR))"
+    )
+
+
+def _trained_on(model_dir: str, paths: CheckpointPaths) -> tuple[str | None, str | None]:
+    """The model dir `model_dir` as the adapter's base where its config.json is the step's
+    own (a step that keeps none: as recorded); null with a note where they differ; named
+    with a note where the dir cannot be read to tell."""
+    if paths.hf_dir is None:
+        return model_dir, None
+    check = compare_base_config(paths.hf_dir, paths.root, model_dir)
+    step = paths.step_dir or paths.root
+    if check.unreadable is not None:
+        return model_dir, (
+            f"adapter_config.json's base_model_name_or_path names the base dir as recorded,"
+            f" {model_dir}, but {check.unreadable}, so it was not checked to be the model the"
+            f" adapter was trained on (whose config is {paths.hf_dir}): load the adapter onto a"
+            " base built with that config"
+        )
+    if not check.differing:
+        return model_dir, None
+    return None, (
+        f"the adapter was trained on {model_dir} under another config than the dir's"
+        f" config.json ({differing_words(check)}), and PEFT builds the base from the"
+        " dir's own, so adapter_config.json's base_model_name_or_path is null:"
+        " load the adapter onto the base built with the step's config"
+        f" (PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({model_dir},"
+        f" config=AutoConfig.from_pretrained({paths.hf_dir})), ADAPTER_DIR); vLLM:"
+        " --hf-overrides with those keys), or export the merged model, which carries it"
+        f" (`mfsdp ckpt export-hf {step} --out DIR`)"
     )
 
 
