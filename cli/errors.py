@@ -33,6 +33,7 @@ import click
 from cli import stop_signals
 from cli.given_once import OnceGroup
 from cli.json_text import json_text, shown_bytes
+from cli.lost_peer import LOST_CONTACT, peer_said
 from cli.main import discard_stdout, end_on_closed_stdout, guard_stderr, hold_signals, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminated as _terminated
@@ -421,7 +422,7 @@ def report_errors(
         if not peer_lost(err):
             _tell_torchrun_of_a_bug(err)
             raise
-        message = f"lost contact with the other ranks: {said_by(err).strip().splitlines()[0]}"
+        message = f"{LOST_CONTACT}{peer_said(said_by(err))}"
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
         _fail_once(*_or_interrupted(message, code, interrupted), as_json())
     finally:

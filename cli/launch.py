@@ -383,7 +383,9 @@ def start(
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
         code = run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides))
-        end_as_ranks_ended(code, lambda stopped: interrupted_run(cfg, logged_before, stopped))
+        end_as_ranks_ended(
+            code, lambda stopped: interrupted_run(cfg, logged_before, stopped, launch.multi_node)
+        )
         sys.exit(0)
     _quiet_library_bars(cfg)
     if process_rank() == 0:

@@ -20,14 +20,15 @@ from cli.result_said import mark_result_said
 from trainer.env_ints import process_rank
 
 
-def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
+def interrupted_run(
+    cfg: Any, logged_before: int, stopped: str = "interrupted", every_machine: bool = False
+) -> str:
     """What a run stopped by Ctrl-C (or `stopped` otherwise) ends with: the step it reached,
-    the checkpoint the next run resumes from and how to resume it (`stopped_run_line`)."""
-    again = (
-        "run the same command again"
-        if cfg.checkpoint.resume == "auto"
-        else "run it again with checkpoint.resume=auto"
-    )
+    the checkpoint the next run resumes from and how to resume it (`stopped_run_line`;
+    `every_machine`: a run across several machines, each of whose commands is started again)."""
+    from trainer.run_ended import resume_words
+
+    again = resume_words(cfg.checkpoint.resume, every_machine)
     return stopped_run_line(
         cfg.trainer.run_dir,
         cfg.trainer.log_every,

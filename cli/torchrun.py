@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import Any
 
 from cli import stop_signals
@@ -65,6 +66,7 @@ from cli.errors import (
     SAID,
 )
 from cli.json_text import json_text
+from cli.lost_peer import LOST_CONTACT, machine_went_away, peer_said
 from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout, guard_stderr, hold_signals
 from cli.result_said import RESULT_SAID, expect_result, result_said
 from cli.std_streams import ensure_standard_streams
@@ -452,6 +454,11 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
         if stopped is not None:
             code = EXIT_INTERRUPTED if stopped == INTERRUPTED else EXIT_FAILED
             return _say_stopped(f"rank {rank}: {stopped}", code, "--json" in argv)
+        if failure.exitcode == EXIT_PEER_LOST and _max_nodes(args) > 1:
+            _keep_the_store_up(args)
+            lost = peer_said(failure.message.removeprefix(LOST_CONTACT))
+            went = machine_went_away(f"rank {rank} lost contact with it: {lost}")
+            return _say_stopped(went, EXIT_FAILED, "--json" in argv)
         code = rank_exit_code(failure.exitcode)
         if code == EXIT_CLOSED_PIPE:  # rank 0's stdout, the command's, has no reader left
             end_on_closed_stdout()
@@ -473,8 +480,47 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
     except (RendezvousError, DistError) as err:  # the agent's rendezvous, or its store
         if result_said():
             return 0
+        if not args.standalone and _ranks_started(args.log_dir):  # a machine left mid-run
+            return _say_stopped(_store_lost(args, err), EXIT_FAILED, "--json" in argv)
         return _say_error(_rendezvous_failed(args, err), EXIT_FAILED, "--json" in argv)
     return 0
+
+
+def _ranks_started(log_dir: str) -> bool:
+    """Whether torch's agent started this machine's ranks: it makes their folder in `log_dir`
+    (`attempt_N`) once the rendezvous has formed, before it starts them. A store lost after
+    that is no port taken nor a machine that never came: the run had met, and trained."""
+    return any(
+        entry.name.startswith("attempt_")
+        for run in _folders(log_dir)
+        for entry in _folders(run.path)
+    )
+
+
+def _folders(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as entries:
+            return [entry for entry in entries if entry.is_dir()]
+    except OSError:
+        return []
+
+
+def _store_lost(args: Any, err: BaseException) -> str:
+    """What stopped the ranks when the rendezvous store failed once they ran (`err`): the
+    machine that hosts it, or one whose leaving closed it, went away."""
+    return machine_went_away(
+        f"the rendezvous store at --rdzv-endpoint {args.rdzv_endpoint} stopped answering:"
+        f" {cut_to(peer_said(_first_cause_line(err)), 160)}"
+    )
+
+
+def _first_cause_line(err: BaseException) -> str:
+    """The first line of what `err`'s innermost cause said (torch's RendezvousError says only
+    "see inner exception"), or its type's name."""
+    cause = err
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
 
 
 def _keep_the_store_up(args: Any) -> None:
@@ -497,30 +543,65 @@ def _max_nodes(args: Any) -> int:
 
 
 def _endpoint_taken(args: Any) -> str | None:
-    """The line refusing a one-machine run (`--nnodes 1`) given a c10d `--rdzv-endpoint`
-    whose port something on this machine already holds, None otherwise. Such a run hosts its
-    rendezvous store itself (`cli.launch.torchrun_command`: `is_host=true`, whatever address
-    of this machine the endpoint names); torch, failing to, joined whatever listened there as a
-    client instead: another run's store (this run then waited, silent, for that whole run,
-    to end in a traceback) or another program (a traceback after a minute or more). Several
-    machines are left to torch: a node other than the store's host on the same machine as
-    it is how a run across nodes is tried out on one."""
-    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+    """The line refusing a run given a c10d `--rdzv-endpoint` whose port something on this
+    machine already holds, where this machine hosts the rendezvous store there; None
+    otherwise. A one-machine run (`--nnodes 1`) hosts it (`cli.launch.torchrun_command`:
+    `is_host=true`, whatever address of this machine the endpoint names); torch, failing to,
+    joined whatever listened there as a client instead: another run's store (this run then
+    waited, silent, for that whole run, to end in a traceback) or another program (a
+    traceback after a minute or more). `--node-rank 0` of several, its endpoint an address of
+    this machine, is to host it too: another program there left it waiting past its join
+    timeout without a word, a SIGTERM acting only after a minute. The other nodes of its own
+    run started on this machine may hold it (how a run across machines is tried out on one:
+    `_held_by_this_run`); a node whose endpoint is another machine's joins it as a client."""
+    from torch.distributed.elastic.rendezvous.utils import (
+        _matches_machine_hostname,
+        parse_rendezvous_endpoint,
+    )
 
-    if args.standalone or args.rdzv_backend != "c10d" or _max_nodes(args) != 1:
+    if args.standalone or args.rdzv_backend != "c10d":
         return None
     try:
-        _, port = parse_rendezvous_endpoint(args.rdzv_endpoint, default_port=29400)
+        host, port = parse_rendezvous_endpoint(args.rdzv_endpoint, default_port=29400)
     except ValueError:
         return None
-    if _port_free(port):  # a one-machine run hosts its store (`--rdzv-conf is_host=true`)
+    one_machine = _max_nodes(args) == 1
+    if not one_machine and not (args.node_rank == 0 and _matches_machine_hostname(host)):
+        return None
+    if _port_free(port):
+        return None
+    ss = f"`ss -ltnp 'sport = :{port}'` names it"
+    if one_machine:
+        return (
+            f"--rdzv-endpoint {args.rdzv_endpoint}: port {port} is in use on this machine"
+            f" (another run's rendezvous, or another program: {ss}); a one-machine run hosts"
+            " its rendezvous there itself: pick a free port, or leave --rdzv-endpoint out (one"
+            " machine needs none)"
+        )
+    if _held_by_this_run(port, args.rdzv_id):
         return None
     return (
-        f"--rdzv-endpoint {args.rdzv_endpoint}: port {port} is in use on this machine (another"
-        f" run's rendezvous, or another program: `ss -ltnp 'sport = :{port}'` names it); a"
-        " one-machine run hosts its rendezvous there itself: pick a free port, or leave"
-        " --rdzv-endpoint out (one machine needs none)"
+        f"--rdzv-endpoint {args.rdzv_endpoint} (--rdzv-id {args.rdzv_id}): port {port} is in"
+        f" use on this machine by another program or run ({ss}); --node-rank 0 hosts the"
+        " run's rendezvous there: pick a free port, the same in every machine's"
+        " --rdzv-endpoint"
     )
+
+
+def _held_by_this_run(port: int, rdzv_id: str) -> bool:
+    """Whether `port` is held by a torchrun of this run (`--rdzv-id rdzv_id`) on this machine,
+    or /proc cannot say who holds it (torch is left to it then)."""
+    from cli.port_holders import listeners
+
+    held_by = listeners(port)
+    if held_by is None:
+        return True
+    ours = (f"--rdzv-id={rdzv_id}", f"--rdzv_id={rdzv_id}")
+    for command in held_by:
+        words = command.decode(errors="replace").split("\0")
+        if any(word in ours for word in words) or ("--rdzv-id", rdzv_id) in pairwise(words):
+            return True
+    return False
 
 
 def _port_free(port: int) -> bool:
@@ -570,10 +651,7 @@ def _rendezvous_failed(args: Any, err: BaseException) -> str:
         RendezvousTimeoutError,
     )
 
-    cause = err
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    said = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    said = _first_cause_line(err)
     if args.standalone:
         return f"torchrun's rendezvous on this machine failed ({cut_to(said, 160)})"
     where = f"--rdzv-endpoint {args.rdzv_endpoint} (--rdzv-id {args.rdzv_id})"

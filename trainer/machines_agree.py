@@ -72,12 +72,17 @@ def check_same_config(config: Mapping[str, Any]) -> None:
     if len({d for d, _ in digests}) == 1:
         return
     configs = _gathered(flat)
-    key = next(k for k in _keys(configs) if len({_shown(c.get(k)) for c in configs}) > 1)
-    held: dict[str, list[int]] = {}
+    key = next(k for k in _keys(configs) if len({_held(c, k) for c in configs}) > 1)
+    held: dict[str | None, list[int]] = {}
     for rank, config_of in enumerate(configs):
-        held.setdefault(_shown(config_of.get(key)), []).append(rank)
+        held.setdefault(_held(config_of, key), []).append(rank)
     machines = [machine for _, machine in digests]
-    where = "; ".join(f"{_given(ranks, machines)} {key}={value}" for value, ranks in held.items())
+    where = "; ".join(
+        f"{_given(ranks, machines)} {key}={value}"
+        if value is not None
+        else f"{machine_names(ranks, machines)} left {key} unset"
+        for value, ranks in held.items()
+    )
     raise MachinesDisagreeError(
         f"{key}: the machines of this run were given different configs ({cut_to(where, 400)});"
         " give every machine the same config file and overrides"
@@ -181,14 +186,23 @@ def _gathered(value: Any) -> list[Any]:
 
 
 def _flattened(prefix: str, tree: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every setting of `tree` by its dotted key. A mapping is descended into even when
+    empty (it sets nothing): kept as a leaf, an empty `model.overrides` on one machine was
+    named as the key that differs from another machine's `model.overrides.num_hidden_layers`."""
     items: list[tuple[str, Any]] = []
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
+        if isinstance(value, Mapping):
             items += _flattened(f"{dotted}.", value)
         else:
             items.append((dotted, value))
     return items
+
+
+def _held(config: Mapping[str, Any], key: str) -> str | None:
+    """`key`'s value in `config` as a line shows it; None where `config` lacks `key` (unset,
+    never shown as a value: a JSON null would claim the machine was given one)."""
+    return _shown(config[key]) if key in config else None
 
 
 def _keys(configs: list[dict[str, Any]]) -> list[str]:

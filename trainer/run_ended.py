@@ -26,8 +26,13 @@ class RunEndedError(MfsdpFailedError):
     """A failure of the machine that ended a run, with where the next run resumes (exit 1)."""
 
 
-def resume_words(resume: str) -> str:
-    """How a stopped run of `checkpoint.resume=resume` goes on from its newest checkpoint."""
+def resume_words(resume: str, every_machine: bool = False) -> str:
+    """How a stopped run of `checkpoint.resume=resume` goes on from its newest checkpoint;
+    `every_machine`: a run across several machines, which resumes only once each machine's
+    command is started again (the survivors' ranks were stopped too)."""
+    if every_machine:
+        again = "start every machine's command again"
+        return again if resume == "auto" else f"{again} with checkpoint.resume=auto"
     if resume == "auto":
         return "run the same command again"
     return "run it again with checkpoint.resume=auto"

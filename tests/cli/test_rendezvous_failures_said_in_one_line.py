@@ -93,11 +93,15 @@ def test_a_one_machine_endpoint_in_use_is_refused_before_the_ranks_start(tmp_pat
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-def torchrun_nodes(endpoint: str, *conf: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """mfsdp's torchrun as one of 2 machines at `endpoint`, the rendezvous settings `conf`."""
+def torchrun_nodes(
+    endpoint: str, *conf: str, node_rank: int = 0, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """mfsdp's torchrun as machine `node_rank` of 2 at `endpoint`, the rendezvous settings
+    `conf`."""
     command = [
         sys.executable, "-m", "cli.torchrun", "--nproc-per-node=1", "--nnodes=2",
-        "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-id=job7",
+        f"--node-rank={node_rank}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
+        "--rdzv-id=job7",
         f"--rdzv-conf={','.join(conf)}", "-m", "cli.train", "sft",
         "--config", str(EXAMPLES / "sft_tiny_cpu.yaml"),
     ]  # fmt: skip
@@ -122,9 +126,30 @@ def test_machines_that_never_join_end_in_one_line_naming_the_rendezvous(monkeypa
 
 
 def test_a_store_that_is_another_program_ends_in_one_line():
+    """Machine 1 joins the store as a client (machine 0 hosts it, elsewhere as a rule)."""
     port = free_port()
     with program_hanging_up(port):
-        done = torchrun_nodes(f"127.0.0.1:{port}", "read_timeout=3", "join_timeout=10")
+        done = torchrun_nodes(f"127.0.0.1:{port}", "read_timeout=3", "join_timeout=10", node_rank=1)
     assert done.returncode == 1, done.stderr[-3000:]
     line = one_error(done.stderr, f"--rdzv-endpoint 127.0.0.1:{port}", "did not answer")
     assert "another run or program using that port" in line
+
+
+@pytest.mark.parametrize("holder", [program_listening, another_runs_store])
+def test_the_first_machines_endpoint_in_use_is_refused_before_it_waits(holder):
+    """`--node-rank 0`, its endpoint an address of this machine, hosts the store: a port
+    another program holds (one accepting nothing left it waiting past its join timeout, a
+    SIGTERM acting only after a minute), or another run's store, is refused at once."""
+    port = free_port()
+    endpoint = f"127.0.0.1:{port}"
+    with holder(port):
+        started = time.monotonic()
+        done = torchrun_nodes(endpoint, "join_timeout=600", timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr[-3000:]
+    line = one_error(
+        done.stderr, f"--rdzv-endpoint {endpoint} (--rdzv-id job7)", f"port {port} is in use"
+    )
+    assert "--node-rank 0 hosts the run's rendezvous there: pick a free port" in line
+    assert "waiting for the run's 2 machines" not in done.stderr
+    assert took < 30
