@@ -26,6 +26,7 @@ from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.foreign_run_dirs import foreign_run_words
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
+from trainer import shell_unexpanded
 from trainer.config import ConfigError, path_values
 from trainer.metrics import TENSORBOARD_DIR
 
@@ -54,19 +55,21 @@ def missing_path(key: str, value: str, needed: str) -> ConfigError:
     )
 
 
-# Every form a shell expands, none of which a config file does: `${...}` (verl's OmegaConf
-# `${oc.env:HOME}` and `${data.path}` too, and `${10}`), `$NAME`, the positional and special
-# parameters `$0`..`$9` `$@` `$*` `$#` `$?` `$$` `$!` `$-` (verl's SFT examples set
-# `save_path=$2`, and a converted config trained into a folder named `$2`), `$(command)`,
-# `$((arithmetic))` and backquotes
-UNEXPANDED = re.compile(r"\$(?:\{[^}]*\}|\([^)]*\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])|`[^`]*`")
+# Every form a shell expands, none of which a config file does (`trainer.shell_unexpanded`):
+# `${...}` (verl's OmegaConf `${oc.env:HOME}` and `${data.path}` too), `$NAME`, the positional
+# and special parameters (a converted config trained into a folder named `$2`), a command's
+# output and arithmetic (`$(( ))` and `$[ ]`)
+UNEXPANDED = shell_unexpanded.UNEXPANDED
 
 
-def _what(found: str) -> str:
+def _what(found: re.Match) -> str:
     """What the shell (or OmegaConf) would have put in place of `found`, an `UNEXPANDED` match."""
-    if found.startswith(("`", "$(")):
+    kind = shell_unexpanded.form(found)
+    if kind == "command":
         return "a command substitution"
-    name = found.strip("${}")  # `$2` and `${10}`: 2 and 10; `$$`: nothing
+    if kind == "arithmetic":
+        return "an arithmetic expansion"
+    name = found.group(0).strip("${}")  # `$2` and `${10}`: 2 and 10; `$$`: nothing
     if name == "0":
         return "the name of the script it came from"
     if name.isdigit() or name in ("@", "*", "#"):
@@ -95,7 +98,7 @@ def _refuse_unexpanded(key: str, item: str) -> None:
     if found:
         raise ConfigError(
             f"{key}: {item} holds {found.group(0)}, which nothing expands here"
-            f" ({_what(found.group(0))}: a config has no shell expansion or ${{...}}"
+            f" ({_what(found)}: a config has no shell expansion or ${{...}}"
             " interpolation); write the path out (in an unquoted override the shell"
             " expands it)"
         )

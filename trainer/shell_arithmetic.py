@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 # `$((...))` (its expression group 1) or `$[...]`, with parentheses and brackets nested up to
@@ -72,9 +72,22 @@ def expand(text: str, variables: Mapping[str, str]) -> str:
     """`text` with each arithmetic expansion worked out (`evaluate`), innermost first, the
     names in it read from `variables`; one not known here (nor any holding it) is kept as
     written. A command substitution's text is never worked out: the command is not run."""
+    return _replaced(text, _read(text, variables))
+
+
+def as_word(text: str, word: str) -> str:
+    """`text` with each arithmetic expansion no other holds (`spans`, at any depth) replaced
+    by `word`: the text around them as a check reads it whatever they give
+    (`verl_source.hydra_refusal`), where a pattern nested a fixed depth left a deeper `$[`
+    whose brackets Hydra refused."""
+    return _replaced(text, ((span, word) for span in spans(text)))
+
+
+def _replaced(text: str, pieces: Iterable[tuple[Span, str]]) -> str:
+    """`text` with each span of `pieces` (in order, none overlapping) replaced by its text."""
     out, at = [], 0
-    for span, worked_out in _read(text, variables):
-        out += [text[at : span.start], worked_out]
+    for span, replacement in pieces:
+        out += [text[at : span.start], replacement]
         at = span.end
     return "".join(out) + text[at:]
 

@@ -22,6 +22,7 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer import (
     shell_command_targets,
+    shell_unexpanded,
     verl_defaults,
     verl_hydra_files,
     verl_hydra_order,
@@ -35,7 +36,6 @@ from trainer import (
 from trainer.config_base import RUN_NAMES
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget, dump_yaml
-from trainer.local_paths import UNEXPANDED
 from trainer.torchrun_options import Torchrun
 from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS
 from trainer.verl_script import script_pairs
@@ -424,7 +424,8 @@ def _convert(
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
     paths = path_keys(cls)
     for key, value in _leaves(conversion.tree):
-        if UNEXPANDED.search(str(value)):  # written as it is, which training refuses in a path
+        # written as it is, which training refuses in a path
+        if shell_unexpanded.UNEXPANDED.search(str(value)):
             conversion.notes.append(f"{key}={value}: {_unresolved(str(value), key in paths)}")
             conversion.incomplete.append(f"{key}={value}")
     return conversion
@@ -732,8 +733,14 @@ def _drop_empty(tree: dict[str, Any]) -> None:
 def _unresolved(value: str, is_path: bool) -> str:
     """What a value still holding shell syntax needs from the user (`is_path`: its key names
     a file or directory, which alone takes a variable's value from this environment)."""
-    if "$(" in value or "`" in value:
+    forms = shell_unexpanded.forms(value)
+    if "command" in forms:
         return "a shell command substitution, not run here: edit the value"
+    if "arithmetic" in forms:
+        return (
+            "shell arithmetic not worked out here (a name with no value here, or an operator"
+            " not read here): edit the value"
+        )
     if re.search(r"\$\{?[0-9@*#]", value):  # `save_path=$2`: what the script is run with
         return "an argument the script is run with: edit the value"
     if re.search(r"\$[?$!-]", value):

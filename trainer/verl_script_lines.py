@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to
-from trainer import shell_arithmetic, shell_lines, shell_quoting
+from trainer import shell_arithmetic, shell_lines, shell_quoting, shell_unexpanded
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, VERL_MODULES, Script
 from trainer.verl_source import VerlSourceError
 
@@ -25,7 +25,7 @@ from trainer.verl_source import VerlSourceError
 MAX_LINE_CHARS = 64 << 10
 # `$(...)` and backquotes hold a command whose words shlex splits apart
 # (`experiment_name=run_$(date +%s)` became `run_$(date`): kept whole as text, never run
-COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
+COMMAND_SUBSTITUTION = shell_unexpanded.COMMAND_SUBSTITUTION
 _NESTING = 4  # passes over nested substitutions; a deeper one is held whole (`_hold_deeper`)
 _HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
 # what ends a line where the list or pipeline goes on at the next (`script_commands`)

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer import shell_arithmetic, shell_command_targets, verl_keys
+from trainer import shell_arithmetic, shell_command_targets, shell_unexpanded, verl_keys
 from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
 from trainer.verl_hydra_value import HydraValueError, hydra_override_value
 
@@ -63,17 +63,11 @@ def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
     return read if isinstance(read, str) else text
 
 
-# what bash may still expand in a value as read here: a variable's reference
-# (`$X`, `${X:-a}`), a sum (`$((N * 2))`) or a command's output (`$(cmd)`, `` `cmd` ``)
+# what bash may still expand in a value as read here besides arithmetic (`$((N * 2))`,
+# `$[N * 2]`, read at any depth by `shell_arithmetic.as_word`): a variable's reference
+# (`$X`, `${X:-a}`) or a command's output (`$(cmd)`, `` `cmd` ``)
 _SHELL_EXPANSION = re.compile(
-    "|".join(
-        (
-            shell_command_targets.REFERENCE.pattern,
-            shell_arithmetic.ARITHMETIC.pattern,
-            r"\$\([^()]*\)",
-        )
-    )
-    + r"|`[^`]*`"
+    shell_command_targets.REFERENCE.pattern + "|" + shell_unexpanded.COMMAND_SUBSTITUTION.pattern
 )
 
 
@@ -84,7 +78,7 @@ def hydra_refusal(text: str, backquotes: bool = True) -> str | None:
     whatever bash makes of them (`${` and `${x}}` quoted for bash, `x'${y}'`, a nested
     `${a,${b}}`, a backquote outside Hydra's quotes)."""
     expansion = _SHELL_EXPANSION if backquotes else shell_command_targets.REFERENCE
-    plain = expansion.sub("x", text)
+    plain = expansion.sub("x", shell_arithmetic.as_word(text, "x") if backquotes else text)
     if "$(" in plain:  # a command nested deeper: what bash makes of it is not read here
         return None
     try:
