@@ -53,7 +53,6 @@ from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress
 from mfsdp_ckpt.convert.export_source import (
     ExportSource,
     check_generation_config,
-    config_json_location,
     no_tokenizer_in,
 )
 from mfsdp_ckpt.convert.export_verify import verify_export
@@ -171,7 +170,7 @@ def _refuse_unloadable_config(
     without --verify, and not after seconds of importing transformers, nor hidden behind
     a config error."""
     with claim_output(out, overwrite, top_level_names(prepared.assets)):
-        where = config_json_location(prepared.asset_location)
+        where = prepared.config_json
         error = ExportUsageError if hf_config is not None else CheckpointFormatError
         data = parse_config_json(prepared.assets[HF_CONFIG_FILE](), where, error)
         written = {key: value for key, value in data.items() if key not in ("dtype", "torch_dtype")}

@@ -67,6 +67,7 @@ from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.format.run_steps import natural_order
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage.reader import TensorEntry
+from mfsdp_ckpt.storage.tensorstore_store import is_url
 
 if TYPE_CHECKING:
     import torch
@@ -438,7 +439,11 @@ _PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"))  # Bridge's, ve
 def saved_peft_adapter(location: str) -> Path | None:
     """The dir of the Hugging Face PEFT adapter saved beside the checkpoint at `location`,
     if one of those dirs holds an adapter_config.json (a regular file, not followed through
-    a link), else None. Nothing is read."""
+    a link), else None. Nothing is read; nothing beside a URL is looked for (its parts
+    joined as a local path, `file:/abs/dist_ckpt/hf` with a slash lost, named a folder of
+    the current directory)."""
+    if is_url(location):
+        return None
     # the HF Trainer's checkpoint-N/, beside its pytorch_model_fsdp_0/
     trainer = ((os.pardir,),) if hf_trainer.MODEL_DCP_RE.match(Path(location).name) else ()
     for parts in (*_PEFT_ADAPTER_DIRS, *trainer):

@@ -193,6 +193,11 @@ class PreparedSource:
     derived: DerivedConfig | None
     assets: AssetFiles
 
+    @property
+    def config_json(self) -> str:
+        """Its config.json as messages name it (`config_json_location`)."""
+        return config_json_location(self.asset_location, self.derived is not None)
+
 
 def prepare_source(
     ckpt: str | os.PathLike,

@@ -609,24 +609,28 @@ class JsonConfig(SimpleNamespace):
     hf_shapes: dict[str, tuple[int, ...]]
 
 
-def config_json_location(asset_location: str) -> str:
+def config_json_location(asset_location: str, derived: bool = False) -> str:
     """The config.json an export's assets come from, as messages name it: the location
     itself when it names a JSON file (`--hf-config FILE`), the file in it for a directory or
-    URL, else the record it was derived from (`RUN/iter_0000100 [args] config.json`)."""
+    URL, else the record it was `derived` from (`RUN/iter_0000100 [args] config.json`, a
+    record at a URL too, which no file joined onto it names)."""
     if asset_location.endswith(".json"):
         return asset_location
-    if is_url(asset_location) or os.path.isdir(asset_location):
+    if not derived and (is_url(asset_location) or os.path.isdir(asset_location)):
         return join_location(asset_location, HF_CONFIG_FILE)
     return f"{asset_location} config.json"
 
 
-def load_copied_config(copy: Path, asset_location: str) -> JsonConfig | PretrainedConfig:
-    """`load_config` of the config.json copied to `copy` from `asset_location`; an error
-    names where it came from, not the copy (exit 2)."""
+def load_copied_config(
+    copy: Path, asset_location: str, derived: bool = False
+) -> JsonConfig | PretrainedConfig:
+    """`load_config` of the config.json copied to `copy` from `asset_location` (`derived`:
+    a record's, `config_json_location`); an error names where it came from, not the copy
+    (exit 2)."""
     try:
         return load_config(copy)
     except HFConfigError as err:
-        where = config_json_location(asset_location)
+        where = config_json_location(asset_location, derived)
         raise ExportUsageError(str(err).replace(str(copy), where)) from None
 
 

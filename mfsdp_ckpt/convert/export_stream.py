@@ -12,7 +12,6 @@ import os
 import threading
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from mfsdp_ckpt.check.removed_while_read import shrank_while_read
@@ -234,7 +233,7 @@ def nonfinite_error(
     )
 
 
-def _check_size(fd: int, needed: int, path: Path) -> None:
+def _check_size(fd: int, needed: int, path: str | os.PathLike[str]) -> None:
     size = os.fstat(fd).st_size
     if size < needed:
         raise CheckpointFileError(
@@ -286,7 +285,7 @@ def _cast_range(
         raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)
 
 
-def pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
+def pread_exact(fd: int, buffer: memoryview, offset: int, path: str | os.PathLike[str]) -> None:
     done = 0
     while done < len(buffer):
         count = os.preadv(fd, [buffer[done:]], offset + done)

@@ -21,7 +21,6 @@ from mfsdp_ckpt.convert.export_prepare import PreparedSource
 from mfsdp_ckpt.convert.export_scheduler import run_tasks
 from mfsdp_ckpt.convert.export_source import (
     JsonConfig,
-    config_json_location,
     load_copied_config,
 )
 from mfsdp_ckpt.convert.export_stream import (
@@ -57,7 +56,7 @@ def _refuse_layers_beyond(
     found = layers_beyond_checkpoint(getattr(config, "num_hidden_layers", None), names)
     if found is None:
         return
-    where = config_json_location(prepared.asset_location)
+    where = prepared.config_json
     if options.hf_config is not None:
         raise ExportUsageError(
             f"--hf-config {where}: {found}; pass the config of the model this checkpoint holds"
@@ -136,7 +135,9 @@ def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> Export
     guessed), checked to be backed by the checkpoint's bytes before the writer checks there
     is room for them. --lora-alpha with no adapter to merge is refused (exit 2)."""
     source = prepared.source
-    config = load_copied_config(tmp / HF_CONFIG_FILE, prepared.asset_location)
+    config = load_copied_config(
+        tmp / HF_CONFIG_FILE, prepared.asset_location, prepared.derived is not None
+    )
     _refuse_layers_beyond(prepared, config, options)
     plan = plan_export(
         source,

@@ -20,7 +20,6 @@ import os
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from mfsdp_ckpt.check.printable import cut_to, error_line
@@ -48,6 +47,7 @@ from mfsdp_ckpt.storage.chunk_checks import (
 from mfsdp_ckpt.storage.decoded_records import DecodedRecords
 from mfsdp_ckpt.storage.held_collector import collector_held
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory, tensor_memory
+from mfsdp_ckpt.storage.tensorstore_store import location_root
 
 if TYPE_CHECKING:
     import torch
@@ -311,7 +311,7 @@ class CheckpointReader:
         """`hand_on`: leave what was parsed to the next reader of the same, unchanged local
         `.metadata` (`metadata_handoff`), for a caller that reads it before the command
         does (layout detection); a local reader takes what was left instead of reading."""
-        self.root = Path(dist_ckpt_dir)
+        self.root = location_root(dist_ckpt_dir)  # a URL's `//` kept: messages name it
         self.store = store or LocalByteStore(self.root)
         size = self.store.size(DCP_METADATA_FILE)
         where = str(self.root / DCP_METADATA_FILE)

@@ -15,6 +15,7 @@ folded into that line when the server refused the request for want of credential
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +67,23 @@ def join_location(location: str, *parts: str) -> str:
     if not is_url(location):
         return str(Path(location, *parts))
     return "/".join([location.rstrip("/"), *parts])
+
+
+class URLLocation(str):
+    """A URL that joins as a Path does (`url / "name"`), keeping its `scheme://`: a
+    reader's root made a Path lost a slash (`file:/abs/iter_0000100`), and a message or
+    record naming it (`[args]`, the config derived from it) could no longer be read back as
+    the URL it came from (export-hf --verify of a Megatron-LM run at a file:// URL)."""
+
+    def __truediv__(self, name: str | os.PathLike) -> URLLocation:
+        return URLLocation(join_location(self, os.fspath(name)))
+
+
+def location_root(location: str | os.PathLike) -> Path | URLLocation:
+    """`location` as a root to join names onto: a URL kept whole (`URLLocation`), a local
+    path as a Path."""
+    text = os.fspath(location)
+    return URLLocation(text) if is_url(text) else Path(text)
 
 
 def _import_tensorstore(asked_by: str) -> ModuleType:
