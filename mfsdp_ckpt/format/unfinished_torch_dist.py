@@ -9,9 +9,12 @@ megatron-core stores the ranks' save plans in it (`Metadata.all_local_plans`, a 
 torch's `SavePlan`) and the save's common state as the `common_state` entry
 (`common_state/shard_0_1`); neither is in a DCP that torch, mfsdp or Megatron's
 fsdp_dtensor save writes. Both are found here by their pickle opcodes in windows around
-byte matches: the file is mapped, not read or unpickled, so a 1 GiB `.metadata` costs a
-scan at memory speed (a full opcode walk in Python reads about 10 MB/s). An older
-megatron-core (common state in `common.pt`, written before the DCP) is told by that file.
+byte matches: the file is searched a chunk at a time and never unpickled, so a 1 GiB
+`.metadata` costs one pass at memory speed (a full opcode walk in Python reads about
+10 MB/s) holding a chunk, not the file: a mapped file searched whole held every page it
+touched, 8 GB for a sparse 8 GiB `.metadata`. A file over MAX_METADATA_BYTES is not
+searched: the DCP reader refuses it, naming its size. An older megatron-core (common state
+in `common.pt`, written before the DCP) is told by that file.
 
 Of the other formats `foreign_formats` names, none has a marker that its save writes
 last: Megatron's legacy `mp_rank_NN/`, DeepSpeed's and Accelerate's per-rank files and
@@ -22,11 +25,11 @@ DCP and verl's `ckpt_contents.json` are judged by `run_steps.unfinished_save`.
 from __future__ import annotations
 
 import io
-import mmap
 import os
 import pickletools
 from pathlib import Path
 
+from mfsdp_ckpt.format.dcp_metadata import MAX_METADATA_BYTES
 from mfsdp_ckpt.format.dir_entries import is_file
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, MANIFEST_FILE
 
@@ -52,6 +55,8 @@ _STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICO
 _LENGTH_BYTES = (1, 4, 8)
 _WINDOW_BYTES = 128  # after a match: the string's op, its memo op and the next op
 _MAX_MATCHES = 64  # byte matches checked per pattern; a real save has one or two
+_CHUNK_BYTES = 8 << 20  # searched at once: what the search holds of the file
+_PATTERNS = tuple(text.encode() for text in (_SAVE_PLAN, _PLANNER_MODULE, _COMMON_STATE_KEY))
 
 
 def is_unfinished_torch_dist(directory: Path, names: list[str]) -> bool:
@@ -71,55 +76,62 @@ def is_unfinished_torch_dist(directory: Path, names: list[str]) -> bool:
 
 def _written_by_megatron(metadata: Path) -> bool:
     """The `.metadata` names torch's SavePlan as a global or holds the common_state entry.
-    A file that cannot be opened or mapped is no sign of either: reading it says why."""
+    A file that cannot be opened, or is empty or larger than the DCP reader takes, is no
+    sign of either: reading it says why."""
     try:
         with open(metadata, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size == 0:
+            fd = handle.fileno()
+            size = os.fstat(fd).st_size
+            if not 0 < size <= MAX_METADATA_BYTES:
                 return False
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return _names_save_plan(data) or _string_pushed(data, _COMMON_STATE_KEY)
-    except (OSError, ValueError):
+            found = _matches(fd, size)
+            return _names_save_plan(fd, found) or _string_pushed(fd, found, _COMMON_STATE_KEY)
+    except OSError:
         return False
 
 
-def _names_save_plan(data: mmap.mmap) -> bool:
+# Where each pattern's bytes start in the file, the first _MAX_MATCHES of each
+Matches = dict[str, list[int]]
+
+
+def _names_save_plan(fd: int, found: Matches) -> bool:
     """A GLOBAL `torch.distributed.checkpoint.planner SavePlan` (protocols 0-3), or a
     STACK_GLOBAL (protocol 4+) taking a pushed "SavePlan" with the planner module pushed
     in the file (just before, or earlier and taken from the memo)."""
-    for at in _matches(data, _SAVE_PLAN.encode()):
-        ops = _ops_from(data, at - len(_PLANNER_MODULE) - 2)  # c<module>\nSavePlan\n
+    for at in found[_SAVE_PLAN]:
+        ops = _ops_from(fd, at - len(_PLANNER_MODULE) - 2)  # c<module>\nSavePlan\n
         if ops and ops[0] == ("GLOBAL", f"{_PLANNER_MODULE} {_SAVE_PLAN}"):
             return True
-        for ops in _string_ops_at(data, at, _SAVE_PLAN):
+        for ops in _string_ops_at(fd, at, _SAVE_PLAN):
             following = [name for name, _arg in ops[1:] if name not in _MEMO_OPS]
             if following[:1] == ["STACK_GLOBAL"]:
-                return _string_pushed(data, _PLANNER_MODULE)
+                return _string_pushed(fd, found, _PLANNER_MODULE)
     return False
 
 
-def _string_pushed(data: mmap.mmap, text: str) -> bool:
+def _string_pushed(fd: int, found: Matches, text: str) -> bool:
     """Some opcode of the pickle pushes exactly the string `text`."""
-    return any(_string_ops_at(data, at, text) for at in _matches(data, text.encode()))
+    return any(_string_ops_at(fd, at, text) for at in found[text])
 
 
-def _string_ops_at(data: mmap.mmap, at: int, text: str) -> list[list[tuple[str, object]]]:
+def _string_ops_at(fd: int, at: int, text: str) -> list[list[tuple[str, object]]]:
     """The opcodes decoded from each place a string op pushing `text` (its bytes at `at`)
     could start, for the starts where the first one does."""
     found = []
     for start in [at - 1 - width for width in _LENGTH_BYTES] + [at - 1]:
-        ops = _ops_from(data, start)
+        ops = _ops_from(fd, start)
         if ops and ops[0][0] in _STRING_OPS and ops[0][1] == text:
             found.append(ops)
     return found
 
 
-def _ops_from(data: mmap.mmap, start: int) -> list[tuple[str, object]]:
+def _ops_from(fd: int, start: int) -> list[tuple[str, object]]:
     """(name, arg) of the opcodes decoded from `start` to the end of a small window (a
     window cut mid-op ends the list there)."""
     if start < 0:
         return []
     ops: list[tuple[str, object]] = []
-    window = io.BytesIO(data[start : start + _WINDOW_BYTES])
+    window = io.BytesIO(os.pread(fd, _WINDOW_BYTES, start))
     try:
         for op, arg, _pos in pickletools.genops(window):
             ops.append((op.name, arg))
@@ -130,11 +142,17 @@ def _ops_from(data: mmap.mmap, start: int) -> list[tuple[str, object]]:
     return ops
 
 
-def _matches(data: mmap.mmap, pattern: bytes) -> list[int]:
-    """Offsets of the first _MAX_MATCHES occurrences of `pattern` in `data`."""
-    found: list[int] = []
-    at = data.find(pattern)
-    while at >= 0 and len(found) < _MAX_MATCHES:
-        found.append(at)
-        at = data.find(pattern, at + 1)
-    return found
+def _matches(fd: int, size: int) -> Matches:
+    """Where each of _PATTERNS starts in the file's `size` bytes, up to _MAX_MATCHES each:
+    one pass, a chunk read at a time, each chunk overlapping the next by a pattern's length
+    less one so that a match across their border is found (once: in the chunk it starts)."""
+    found: dict[bytes, list[int]] = {pattern: [] for pattern in _PATTERNS}
+    overlap = max(map(len, _PATTERNS)) - 1
+    for offset in range(0, size, _CHUNK_BYTES):
+        chunk = os.pread(fd, _CHUNK_BYTES + overlap, offset)
+        for pattern, offsets in found.items():
+            at = chunk.find(pattern)
+            while 0 <= at < _CHUNK_BYTES and len(offsets) < _MAX_MATCHES:
+                offsets.append(offset + at)
+                at = chunk.find(pattern, at + 1)
+    return {pattern.decode(): offsets for pattern, offsets in found.items()}

@@ -153,7 +153,7 @@ def test_a_table_row_without_a_built_in_reward_is_refused_by_its_index(tmp_path,
     "row, why",
     [
         (_row(None), "no 'data_source' column (it picks the built-in reward; set reward.path"),
-        (_row(7), "no built-in reward for data_source 7 (built in: "),
+        (_row(7), "data_source is int 7, not text (a reward function is given it as text)"),
         (_row(""), "no built-in reward for data_source '' (built in: "),
     ],
 )

@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,7 +153,9 @@ class RowOrigins:
 
 
 def read_rows_with_origins(
-    paths: list[str] | str, read: Collection[str] | None = None
+    paths: list[str] | str,
+    read: Collection[str] | None = None,
+    refuse_row: Callable[[dict[str, Any], str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], RowOrigins]:
     """All rows of the given files, in order, and where each row came from: `.parquet`,
     `.jsonl` (one object per line) or `.json` (an array of objects, one object, or one per
@@ -161,7 +163,9 @@ def read_rows_with_origins(
     columns the caller reads (None: all of them), and a row holds only those: a parquet
     file's other columns are never decoded (nor counted against its decoding budget), a
     JSON row's other keys are dropped as it is parsed. A column the run never reads (images,
-    raw pages) cost memory for the whole run and could refuse a valid file as too big."""
+    raw pages) cost memory for the whole run and could refuse a valid file as too big.
+    `refuse_row(row, where)` sees each row as it is read, named as `RowOrigins` names it,
+    and raises to refuse it: a file is refused at such a row, not once all are held."""
     rows: list[dict[str, Any]] = []
     files, starts, lines = [], [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
@@ -169,6 +173,9 @@ def read_rows_with_origins(
         starts.append(len(rows))
         found_lines: list[int] = []
         for row, line in iter_file_rows(path, read):
+            if refuse_row is not None:
+                local = len(rows) - starts[-1]
+                refuse_row(row, row_in_table(path, local) if line is None else f"{path}:{line}")
             rows.append(row)
             if line is not None:
                 found_lines.append(line)

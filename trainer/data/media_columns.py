@@ -7,13 +7,21 @@ reads, so such a file trained text-only without a word: the policy was asked
 (`data.video_key`) names, `images` (`videos`) unless set; those keys are ignored here
 (docs/verl.md), so the columns of those names are what marks such a file, as other verl
 features that would be dropped are refused.
+
+A parquet file's schema names its columns; a JSON table's rows each name their own keys, so
+`refuse_media_columns` (its first row, cheap: `mfsdp config check` runs it) is followed in
+the loaders by `read_rows_refusing_media`, which looks at every row as it is read: a
+text table with geo3k's rows appended trained them as text.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Collection
+from typing import Any
 
-from trainer.data.files import DataFileError, columns_held
+from trainer.data.files import DataFileError, RowOrigins, columns_held, read_rows_with_origins
 
 # each media column verl reads by default, and the verl key that names it
 MEDIA_COLUMNS = {"images": "data.image_key", "videos": "data.video_key"}
@@ -23,9 +31,31 @@ def refuse_media_columns(path: str | os.PathLike) -> None:
     """Refuse (DataFileError) the data file at `path` where it has a media column."""
     held = columns_held(path, MEDIA_COLUMNS)
     if held:
-        column = held[0]
-        raise DataFileError(
-            f"{path}: column '{column}' (verl's {MEDIA_COLUMNS[column]}): multimodal rows are"
-            " not supported, the models trained here read text alone (the prompts would"
-            f" train without their {column}); drop the column to train on the text"
-        )
+        raise DataFileError(_refusal(str(path), held[0]))
+
+
+def read_rows_refusing_media(
+    paths: list[str], read: Collection[str]
+) -> tuple[list[dict[str, Any]], RowOrigins]:
+    """`read_rows_with_origins(paths, read)`, refusing (DataFileError naming file, row and
+    column) the first row that holds a media value: each row is read through the media
+    columns too, which a row then no longer holds."""
+    media = tuple(name for name in MEDIA_COLUMNS if name not in read)
+    refuse = functools.partial(_refuse_media_row, media)
+    return read_rows_with_origins(paths, (*read, *media), refuse)
+
+
+def _refuse_media_row(media: tuple[str, ...], row: dict[str, Any], where: str) -> None:
+    """Refuse the row `where` holding a value in one of the columns `media`; drop them."""
+    for column in media:
+        if row.pop(column, None) is not None:
+            raise DataFileError(_refusal(where, column))
+
+
+def _refusal(where: str, column: str) -> str:
+    """The refusal of a media `column` of the file or row `where`, on one line."""
+    return (
+        f"{where}: column '{column}' (verl's {MEDIA_COLUMNS[column]}): multimodal rows are"
+        " not supported, the models trained here read text alone (the prompts would"
+        f" train without their {column}); drop the column to train on the text"
+    )

@@ -24,8 +24,8 @@ from trainer.data.chat import (
 )
 from trainer.data.chat_columns import ChatColumns, no_chat_columns, other_kind
 from trainer.data.chat_source import chat_columns, chat_keys, say_which_trains
-from trainer.data.files import RowOrigins, read_rows_with_origins
-from trainer.data.media_columns import refuse_media_columns
+from trainer.data.files import RowOrigins
+from trainer.data.media_columns import read_rows_refusing_media, refuse_media_columns
 from trainer.data.row_table import IntLists, RowTable, Shared, TextTuples
 from trainer.data.val_split import held_out_count
 from trainer.data.verl_turns import MASKED, UNTRAINED
@@ -212,10 +212,10 @@ def load_sft_splits(
     read = columns_read(cfg)
     for path in [*cfg.train_files, *cfg.val_files]:  # a media column is not decoded
         refuse_media_columns(path)
-    rows, origins = read_rows_with_origins(cfg.train_files, read)
+    rows, origins = read_rows_refusing_media(cfg.train_files, read)  # and a later row's
     train_at: Sequence[int] = range(len(rows))
     if cfg.val_files:
-        val_rows, val_origins = read_rows_with_origins(cfg.val_files, read)
+        val_rows, val_origins = read_rows_refusing_media(cfg.val_files, read)
         val_at: Sequence[int] = range(len(val_rows))
     elif cfg.val_ratio > 0:
         order = list(range(len(rows)))

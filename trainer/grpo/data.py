@@ -39,8 +39,7 @@ from trainer.data.chat import (
     turn_texts,
 )
 from trainer.data.chat_as_text import chat_written_as_text
-from trainer.data.files import read_rows_with_origins
-from trainer.data.media_columns import refuse_media_columns
+from trainer.data.media_columns import read_rows_refusing_media, refuse_media_columns
 from trainer.data.row_table import IntLists, Pickled, RowTable, Shared, TextTuples
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.prompt_row import checked_prompt_row
@@ -198,7 +197,7 @@ def load_rl_prompts(
     read = (cfg.prompt_key, *RL_COLUMNS)
     for path in files:  # from its footer or first row: a media column is not decoded
         refuse_media_columns(path)
-    rows, origins = read_rows_with_origins(files, read)
+    rows, origins = read_rows_refusing_media(files, read)  # and a later row's
     rows = rows[:limit]
     prompts, dropped, shortest = prompt_table(), 0, math.inf
     # a prompt over the limit is dropped with the filter on, refused with it off
@@ -209,8 +208,7 @@ def load_rl_prompts(
     for index, row in enumerate(item_bar(rows, f"tokenize {label}", progress)):
         where = origins(index)
         whole_row = functools.partial(origins.whole_row, index, row)
-        turns = checked_prompt_row(row, where, whole_row, cfg.prompt_key, custom_reward)
-        source = row_data_source(row, where)
+        turns, source = checked_prompt_row(row, where, whole_row, cfg.prompt_key, custom_reward)
         try:
             rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
             refuse_unrendered_tool_calls(

@@ -7,10 +7,17 @@ by train, after the model had loaded."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainer.data.table_kinds import table_kind_hint
 from trainer.rewards.dispatch import built_in_rule, no_built_in_reward
+
+
+class PromptRow(NamedTuple):
+    """A GRPO row as it trains: its prompt turns and its `data_source` as text."""
+
+    turns: list[dict]
+    data_source: str
 
 
 def checked_prompt_row(
@@ -19,15 +26,19 @@ def checked_prompt_row(
     whole_row: Callable[[], dict[str, Any]],
     prompt_key: str,
     custom_reward: bool,
-) -> list[dict]:
-    """The prompt turns of `row` (named `where`; `whole_row` gives every column of its
-    file, for a row without the prompt column), or RLDataError with train's line.
+) -> PromptRow:
+    """The prompt turns and data_source of `row` (named `where`; `whole_row` gives every
+    column of its file, for a row without the prompt column), or RLDataError with train's
+    line. Its data_source is made text here, once, for the built-in rules and a custom
+    function alike (`data_source_text`: a binary column's value decoded): a binary
+    `openai/gsm8k` was refused as no built-in reward for "b'openai/gsm8k'".
     `load_rl_prompts` calls this for each row, so its module is imported here, not above."""
     from trainer.grpo.data import (
         RLDataError,
         chat_turns,
         checked_extra_info,
         checked_ground_truth,
+        row_data_source,
     )
 
     if prompt_key not in row:  # named with the columns it has, not those read
@@ -42,23 +53,17 @@ def checked_prompt_row(
     bad_truth = checked_ground_truth(reward_model["ground_truth"], custom_reward)
     if bad_truth:
         raise RLDataError(f"{where}: {bad_truth}")
-    if not custom_reward:
-        _check_built_in_source(row, where, RLDataError)
-    elif bad_extra := checked_extra_info(row.get("extra_info")):
-        raise RLDataError(f"{where}: {bad_extra}")
-    try:
-        return chat_turns(row[prompt_key], prompt_key)
-    except RLDataError as err:
-        raise RLDataError(f"{where}: {err}") from None
-
-
-def _check_built_in_source(row: dict, where: str, error: type[Exception]) -> None:
-    """Refuse (`error`) a row no built-in rule can score: no data_source column, or one
-    without a rule."""
-    if "data_source" not in row:
-        raise error(
+    if not custom_reward and "data_source" not in row:
+        raise RLDataError(
             f"{where}: no 'data_source' column (it picks the built-in reward; set reward.path "
             "and reward.name to score rows without one)"
         )
-    if built_in_rule(row["data_source"]) is None:
-        raise error(f"{where}: {no_built_in_reward(row['data_source'])}")
+    source = row_data_source(row, where)
+    if not custom_reward and built_in_rule(source) is None:
+        raise RLDataError(f"{where}: {no_built_in_reward(source)}")
+    if custom_reward and (bad_extra := checked_extra_info(row.get("extra_info"))):
+        raise RLDataError(f"{where}: {bad_extra}")
+    try:
+        return PromptRow(chat_turns(row[prompt_key], prompt_key), source)
+    except RLDataError as err:
+        raise RLDataError(f"{where}: {err}") from None
