@@ -4,11 +4,14 @@ before torch loads: `mfsdp config check` said ok to a file of other columns (a S
 refused at its first row after loading the model. Only the first row of each file is read
 (a .jsonl's first line, a parquet's first row group through the columns read, where that
 group is one batch of train's reader: a larger one is left to train, which decodes it whole
-to measure it); every other row is train's to check, and so is a file train may not read (a
-GRPO val file past the first, where `data.val_max_samples` keeps the first N rows). Each
-file's columns are checked from its footer (or first row) for verl's image and video columns
-(`refuse_media_columns`), and an SFT `data.val_ratio` for a hold-out of every training row
-(`check_val_split`, which counts no more rows than that takes)."""
+to measure it); every other row is train's to check, and so is the first row of a file train
+may not read (a GRPO val file past the first, where `data.val_max_samples` keeps the first N
+rows). Every file's columns, train's and val's, are checked from its footer (or first row)
+for verl's image and video columns (`refuse_media_columns`), as train checks each file it
+opens before it reads a row: that is cheap whatever its rows hold, and a later val file with
+`images` was said ok here, then refused by train after loading the model. An SFT
+`data.val_ratio` is checked for a hold-out of every training row (`check_val_split`, which
+counts no more rows than that takes)."""
 
 from __future__ import annotations
 
@@ -20,23 +23,23 @@ def check_first_rows(cfg: Any, kind: str) -> None:
     """Refuse, with train's line, a data file of `cfg` (`kind`: sft or rl) whose first row
     train refuses before it tokenizes it; the files were checked to exist and be readable
     tables (`check_data_files`)."""
+    from trainer.data.media_columns import refuse_media_columns
+
+    for path in [*cfg.data.train_files, *cfg.data.val_files]:  # each one train opens
+        refuse_media_columns(path)
     val_files = list(cfg.data.val_files)
     if kind == "rl" and cfg.data.val_max_samples is not None:
         val_files = val_files[:1]  # the first N rows may all come from it
-    from trainer.data.media_columns import refuse_media_columns
-
     for path in [*cfg.data.train_files, *val_files]:
-        refuse_media_columns(path)
         if not _first_row_is_cheap(path):
             continue
         if kind == "rl":
-            from trainer.grpo.data import RL_COLUMNS, row_data_source
+            from trainer.grpo.data import RL_COLUMNS
             from trainer.grpo.prompt_row import checked_prompt_row
 
             row, where, whole_row = _first_row(path, (cfg.data.prompt_key, *RL_COLUMNS))
             custom_reward = bool(cfg.reward.path)
             checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
-            row_data_source(row, where)
         else:
             from trainer.data.sft_dataset import check_row_chat, columns_read
 

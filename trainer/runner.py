@@ -448,15 +448,16 @@ class TrainingRun:
         return self.last_saved
 
     def loop(self, hooks: StepHooks) -> None:
-        """Steps `start` to `stop`, then the final evaluation and save; the metrics log, the
-        progress bar and what `hooks` holds are closed however it ends, and a close that
-        fails never hides the failure that ended the steps (`closing.close_all`)."""
+        """Steps `start` to `stop`, then the final evaluation and save; an async save in
+        flight, the metrics log, the progress bar and what `hooks` holds are closed however
+        it ends (a Ctrl-C in one close included), and a close that fails never hides the
+        failure that ended the steps (`closing.close_all`)."""
         self._drop_later_records()
         metrics = MetricsLogger(self.run_dir, self.env.is_main, self.cfg.trainer)
         bars: list[Any] = []  # the bar, once drawn
 
-        def close(failure: BaseException | None) -> None:
-            close_all([*(bar.close for bar in bars), metrics.close, hooks.close], failure)
+        def closers() -> list[Callable[[], object]]:
+            return [*(bar.close for bar in bars), metrics.close, hooks.close]
 
         try:
             try:
@@ -475,15 +476,16 @@ class TrainingRun:
                 hooks.after_last_step(metrics)
                 self.checkpointer.close()
             except BaseException as err:
-                # Ctrl-C or a failure with an async save in flight: it commits now, while the
-                # process group and the run dir's lock are still held (it went on committing
-                # after both were gone, and the line said the step before was the newest)
-                self.checkpointer.settle()
-                close(err)  # a close failing now must not replace `err`, which says why
+                # Ctrl-C or a failure with an async save in flight: it commits first, while
+                # the process group and the run dir's lock are still held (it went on
+                # committing after both were gone, and the line said the step before was the
+                # newest). A second Ctrl-C it held back meanwhile is raised once every other
+                # closer ran too; a close failing now must not replace `err`, which says why
+                close_all([self.checkpointer.settle, *closers()], err)
                 raise
             # a close that fails after the steps went well (TensorBoard's last write on a
             # full disk) fails the run, with the same line as a failure of a step
-            close(None)
+            close_all(closers(), None)
         except BaseException as err:
             ended = run_ended(err, self.run_dir, self.cfg.checkpoint.resume)
             if ended is not None:  # a full disk: its line names the step to resume
