@@ -163,9 +163,11 @@ def _assert_nothing_written(run_dir: Path, seconds: float) -> None:
 def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
     with _run_at_step(tmp_path, 1) as (launcher, run, _log):
         launcher.kill()
+        # a rank whose command line reads empty is in its exit (its memory released): it can
+        # neither train nor save, and on a loaded machine that exit may take seconds
         wait_until(
-            lambda: not any(_alive(pid, started) for pid, started in run.items()),
-            10,
+            lambda: not _still_running(run),
+            30,
             lambda: f"still running after the launcher's kill -9: {_still_running(run)}",
             every=0.1,
         )

@@ -67,10 +67,11 @@ def one_update(
         trainable_params=lambda m, o: list(m.parameters()),
         zero_grad=lambda o: o.zero_grad(),
     )
+    env = DistEnv(0, 1, 0, torch.device("cpu"), False)
     steps = types.SimpleNamespace(
         cfg=cfg,
-        env=DistEnv(0, 1, 0, torch.device("cpu"), False),
-        run=types.SimpleNamespace(lr=lambda step: 0.0),
+        env=env,
+        run=types.SimpleNamespace(cfg=cfg, env=env, lr=lambda step: 0.0),
         actor=model,
         strategy=strategy,
         optimizer=optimizer,
