@@ -163,7 +163,10 @@ def mark(line: str) -> str:
         else:
             if nesting.outside() and _EXPANSION_START.match(line, index):
                 out.append(UNQUOTED_EXPANSION)
-            nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
+            subshell = _opens_subshell(line, index, out, nesting.after_pattern)
+            if subshell and nesting.after_pattern and out[-1:] == [")"]:
+                out.append(" ")  # `go)(A=1; ...)`: the pattern's word ends at its `)`
+            nesting.read(char, out[-1] if out else "", subshell)
             levels.start(char)
             out.append("\\" + char if char in " \t" and nesting.in_braces_only() else char)
             region = levels.inside() and nesting.in_braces_only()
@@ -338,6 +341,11 @@ class _Nesting:
         self.braces = 0
         self.commands_in_braces = 0  # `$(` open inside `${...}` (`${A:-$(cat f)}`)
         self.backquoted = False
+        # the last character read, less blanks, is a case pattern's `)`, after which a
+        # command starts (`go) ( A=1; B=2 ) ;;`): one that closes no `(` on the line, or
+        # closes one that stands where a command or pattern starts (`(go)`), as a subshell's
+        # `)` followed by `(` is no command bash takes
+        self.after_pattern = False
 
     def outside(self) -> bool:
         return not (self.parentheses or self.braces or self.backquoted)
@@ -358,6 +366,9 @@ class _Nesting:
         text of the word (`${A:-(x}`): counted, it left the rest of the line inside a
         subshell, and no later `;` on it ended a command (`; MODEL=/m/b` set MODEL to
         `/m/b;`)."""
+        if char not in " \t":
+            closes = not self.subshells or self.subshells[-1]
+            self.after_pattern = char == ")" and closes and not self.braces
         if char in "()" and self.braces:  # each `(` inside a `$(` counts: `$(( $((a)) * 3 ))`
             if char == "(" and (before == "$" or self.commands_in_braces):
                 self.commands_in_braces += 1
@@ -492,20 +503,49 @@ KEYWORDS_BEFORE_COMMAND = frozenset(
 _KEYWORD_PIECES = 9  # marked pieces enough to hold any of them and more: a longer word is none
 
 
-def _opens_subshell(line: str, index: int, out: list[str]) -> bool:
+def _opens_subshell(line: str, index: int, out: list[str], after_pattern: bool) -> bool:
     """Whether the unquoted `(` at `index` opens a subshell: it stands where a command
-    starts (the line's start, after `;`, `&`, `|`, `(` or such a keyword) and is not `((`
-    arithmetic; not `$(`, `=(` (an array), `<(` or a function's `()`. Only the blanks and
-    the word before it are read, so marking a line stays linear."""
+    starts (the line's start, after `;`, `&`, `|`, `(`, such a keyword, or a case pattern's
+    `)`: `after_pattern`) or is a function's body (after its `()`, or after `function NAME`)
+    and is not `((` arithmetic; not `$(`, `=(` (an array), `<(` or a function's `()`. Taken
+    as nested parentheses, the `;` in a body written on one line (`train() ( python3 ...;
+    echo done )`) ended no command: verl got `echo` and `done` as overrides. Only the blanks
+    and the two words before it are read, so marking a line stays linear."""
     if line[index] != "(" or line.startswith("((", index):
         return False
-    end = len(out)
+    end = _before_blanks(out, len(out))
+    text = "".join(out[max(0, end - _KEYWORD_PIECES) : end]).rstrip(" \t")
+    if after_pattern or not text or text[-1] in "(;&|" + COMMAND_END or text.endswith("()"):
+        return True
+    last = text.rsplit(None, 1)[-1]
+    # after `in` a case pattern opens (`case $1 in (go) ...`): read as a subshell's `(`, its
+    # `)` ends the pattern (`after_pattern`), as after `;;` (a COMMAND_END)
+    pattern = last == "in"
+    return last in KEYWORDS_BEFORE_COMMAND or pattern or _after_function_name(out, end)
+
+
+def _before_blanks(out: list[str], end: int) -> int:
+    """Where the blanks (and empty pieces) that end `out[:end]` start."""
     while end and not out[end - 1].strip(" \t"):
         end -= 1
-    text = "".join(out[max(0, end - _KEYWORD_PIECES) : end]).rstrip(" \t")
-    if not text or text[-1] in "(;&|" + COMMAND_END:
-        return True
-    return text.rsplit(None, 1)[-1] in KEYWORDS_BEFORE_COMMAND
+    return end
+
+
+def _after_function_name(out: list[str], end: int) -> bool:
+    """Whether `out[:end]` ends with `function NAME` (`function train ( ... )`: its body)."""
+    start = end
+    while start and out[start - 1][-1:] not in _WORD_ENDS:
+        start -= 1
+    before = _before_blanks(out, start)
+    if start == end or before == start:
+        return False
+    text = "".join(out[max(0, before - _KEYWORD_PIECES) : before])
+    return _WORD_END.split(text)[-1] == "function"
+
+
+# what ends the word before a `(` (`_after_function_name`); an empty piece is none
+_WORD_ENDS = tuple(" \t;&|()<>" + COMMAND_END)
+_WORD_END = re.compile(f"[{re.escape(''.join(_WORD_ENDS))}]")
 
 
 class Word(str):

@@ -121,3 +121,114 @@ def test_a_test_body_closes_its_block_and_the_next_line_is_no_body():
 
 def test_an_empty_array_or_command_keeps_its_blanks():
     assert _shell_words("A=( ) x=$( )y") == ["A=(", ")", "x=$( )y"]
+
+
+SUBSHELL_OVER_LINES = f"(\n  MODEL=$1\n  {LAUNCH}\n  echo done\n)"
+
+
+def _arm(pattern: str, body: str) -> str:
+    """A `case` on the call's $1 whose arm `pattern` runs `body`, over lines."""
+    return f'case "$1" in\n  {pattern})\n{body}\n    ;;\nesac'
+
+
+# each body written on one line, beside the same body over lines: bash reads a `;` in it as
+# a newline, so both convert alike (the body sets MODEL from the call's $1, then runs verl,
+# then `echo done`). In a subshell written on one line, `( ...; echo done )` after a
+# function's `()` or `function NAME` (or a case pattern's `)`), the `;` ended no command:
+# verl was read as getting `echo` and `done` as overrides, and the script was refused
+ONE_LINE = {
+    "subshell": (f"( MODEL=$1; {LAUNCH}; echo done )", SUBSHELL_OVER_LINES),
+    "subshell-glued": (f"(MODEL=$1;{LAUNCH};echo done)", SUBSHELL_OVER_LINES),
+    "subshell-in-a-subshell": (
+        f"( ( MODEL=$1; {LAUNCH} ); echo done )",
+        f"(\n  (\n    MODEL=$1\n    {LAUNCH}\n  )\n  echo done\n)",
+    ),
+    "if": (
+        f"if true; then MODEL=$1; {LAUNCH}; echo done; fi",
+        f"if true\nthen\n  MODEL=$1\n  {LAUNCH}\n  echo done\nfi",
+    ),
+    "for": (
+        f"for seed in 1; do MODEL=$1; {LAUNCH}; echo done; done",
+        f"for seed in 1\ndo\n  MODEL=$1\n  {LAUNCH}\n  echo done\ndone",
+    ),
+    "while": (
+        f"while true; do MODEL=$1; {LAUNCH}; break; done",
+        f"while true\ndo\n  MODEL=$1\n  {LAUNCH}\n  break\ndone",
+    ),
+    "until": (
+        f"until false; do MODEL=$1; {LAUNCH}; break; done",
+        f"until false\ndo\n  MODEL=$1\n  {LAUNCH}\n  break\ndone",
+    ),
+    "case": (
+        f'case "$1" in /m/c) MODEL=$1; {LAUNCH}; echo done ;; esac',
+        _arm("/m/c", f"    MODEL=$1\n    {LAUNCH}\n    echo done"),
+    ),
+    "case-arm-subshell": (
+        f'case "$1" in /m/c) ( MODEL=$1; {LAUNCH}; echo done ) ;; esac',
+        _arm("/m/c", SUBSHELL_OVER_LINES),
+    ),
+    "case-arm-subshell-glued": (
+        f'case "$1" in /m/c)(MODEL=$1;{LAUNCH};echo done);; esac',
+        _arm("/m/c", SUBSHELL_OVER_LINES),
+    ),
+    "case-(pattern)-subshell": (
+        f'case "$1" in (/m/c) ( MODEL=$1; {LAUNCH}; echo done ) ;; esac',
+        _arm("(/m/c", SUBSHELL_OVER_LINES),
+    ),
+}
+
+
+def _converts_alike(tmp_path, one_line: str, over_lines: str) -> None:
+    first, second = convert_launch(tmp_path, one_line), convert_launch(tmp_path, over_lines)
+    assert first.tree == second.tree
+    assert (first.incomplete, first.dropped) == (second.incomplete, second.dropped)
+
+
+@pytest.mark.parametrize("one_line, over_lines", ONE_LINE.values(), ids=ONE_LINE.keys())
+def test_a_body_on_one_line_converts_as_over_lines_and_as_bash_runs_it(
+    tmp_path, one_line, over_lines
+):
+    _check_with_bash(tmp_path, _script("train() ", one_line))
+    _converts_alike(tmp_path, _script("train() ", one_line), _script("train() ", over_lines))
+
+
+@pytest.mark.parametrize("body", ["subshell", "subshell-glued"])
+@pytest.mark.parametrize("head", HEADS.values(), ids=HEADS.keys())
+def test_every_way_of_naming_a_function_takes_a_subshell_on_one_line(tmp_path, head, body):
+    _check_with_bash(tmp_path, _script(head, ONE_LINE[body][0]))
+
+
+@pytest.mark.parametrize("body", ["case-arm-subshell", "case-(pattern)-subshell"])
+def test_a_subshell_on_one_line_in_a_case_arm_at_the_top_level(tmp_path, body):
+    one_line, over_lines = (f"MODEL=/m/a\nset -- /m/c\n{text}\n" for text in ONE_LINE[body])
+    _check_with_bash(tmp_path, one_line)
+    _converts_alike(tmp_path, one_line, over_lines)
+
+
+CALLS_ITSELF = [f"( f; {LAUNCH} )", f"(f;{LAUNCH})", f"if true; then f; {LAUNCH}; fi"]
+
+
+@pytest.mark.parametrize("body", CALLS_ITSELF)
+def test_a_body_on_one_line_that_calls_its_function_is_named_as_in_braces(tmp_path, body):
+    def conversion(text: str):
+        return convert_launch(tmp_path, f"MODEL=/m/a\nf() {text}\nf\n")
+
+    bare, braced = conversion(body), conversion(f"{{ {body}; }}")
+    assert bare.notes == braced.notes and any("calls itself" in note for note in bare.notes)
+    assert (bare.tree, bare.incomplete) == (braced.tree, braced.incomplete)
+
+
+def test_a_regex_group_after_a_group_is_no_subshell():
+    # a `(` after a `)` opens a body only where that `)` ends a function's `()` or a case
+    # pattern: in `[[ =~ ]]` its `|` is the pattern's, no pipe
+    assert _shell_words("[[ $x =~ (a)(b|c) ]]") == ["[[", "$x", "=~", "(a)(b|c)", "]]"]
+
+
+@pytest.mark.parametrize("arm", ["(a|go) MODEL=/m/c ;;", "x) ;; (a|go) MODEL=/m/c ;;"])
+def test_patterns_in_parentheses_on_one_line_read_alike_first_or_after_an_arm(tmp_path, arm):
+    # a `(` after `in` opens a pattern list as after `;;`: read as nested parentheses, its
+    # `|` was no pattern's and the arm that runs was never matched
+    one_line = f"MODEL=/m/a\nset -- go\ncase $1 in {arm} esac\n{LAUNCH}\n"
+    over_lines = one_line.replace(" in ", " in\n").replace(";; ", ";;\n")
+    _check_with_bash(tmp_path, one_line)
+    _converts_alike(tmp_path, one_line, over_lines)
