@@ -243,10 +243,14 @@ def _verdict(report: ValidationReport, strict: bool, deep: bool) -> str:
     sent users to delete a sound step. A checkpoint whose only errors are export-hf's
     refusals of a kind of model or adapter (a LayerNorm model, DoRA) is UNSUPPORTED, with
     the first refusal: INVALID there read as damage, and sent users to delete days of
-    compute. Damage (any other error) is never UNSUPPORTED (`ValidationReport.verdict`)."""
+    compute. Damage (any other error) is never UNSUPPORTED (`ValidationReport.verdict`).
+    A path that is damage no check read past (a save that did not finish) has nothing more
+    to say: "layout unread, 0 tensors, 0 files" read as a checkpoint read and found empty."""
     from mfsdp_ckpt.check.printable import MAX_ERROR_CHARS, cut_to
     from mfsdp_ckpt.check.report import UNSUPPORTED
 
+    if not report.read:  # damage met finding the checkpoint: its error line says which
+        return f"INVALID: {report.checkpoint} (not read as a checkpoint: see the error above)"
     details = _details(report, strict, deep)
     failed = report.failed_run(strict)
     if failed is not None:

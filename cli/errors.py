@@ -31,6 +31,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from cli import stop_signals
+from cli.checked_stdout import CheckedStdout, guard_stdout
 from cli.given_once import OnceGroup
 from cli.json_text import json_text, shown_bytes
 from cli.lost_peer import LOST_CONTACT, peer_said
@@ -291,13 +292,16 @@ def stdout_failure(err: OSError) -> str | None:
 
 
 def _writing_stdout(err: OSError) -> bool:
-    """Whether `err` came from printing to stdout (`click.echo` without err=True): stdout
-    redirected onto a full disk or /dev/full. errno's line names no file then, so the
-    error must say it was stdout."""
+    """Whether `err` came from printing to stdout: raised by the checked stdout of a process
+    that ends with its command (`CheckedStdout.write`, a short write too), or by a caller's
+    own stdout in `click.echo` without err=True: stdout redirected onto a full disk or
+    /dev/full. errno's line names no file then, so the error must say it was stdout."""
     frame = None
     trace = err.__traceback__
     while trace is not None:
         frame, trace = trace.tb_frame, trace.tb_next
+    if frame is not None and frame.f_code is CheckedStdout.write.__code__:
+        return True
     return (
         frame is not None
         and frame.f_code.co_name == "echo"
@@ -366,6 +370,7 @@ def report_errors(
     """
     if _in_launched_rank():  # it writes to the launching mfsdp's stderr itself
         guard_stderr()
+        guard_stdout()  # rank 0's result is the command's
     _watch_for_ctrl_c()
     installed = _watch_for_sigterm()
     on_stranded_error(

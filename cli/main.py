@@ -30,6 +30,7 @@ from types import FrameType, ModuleType
 from typing import Any, NoReturn
 
 from cli import stop_signals
+from cli.checked_stdout import guard_stdout
 from cli.stop import EXIT_INTERRUPTED, Terminated
 
 # Whether this process ends when the command does (main() called by the program itself),
@@ -58,6 +59,7 @@ def main() -> None:
     watched = [] if "RANK" in os.environ else stop_signals.watch()
     if _ends_with_command:
         guard_stderr()  # before any module takes sys.stderr (logging handlers, tqdm)
+        guard_stdout()  # a short write (a disk filling) is an error, not a result cut short
     code: Any = None  # the exit status, once the command ended with one (not a traceback)
     try:
         _imported_app().run()

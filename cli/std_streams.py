@@ -24,6 +24,8 @@ import io
 import os
 import sys
 
+from cli.checked_stdout import checked_text
+
 # descriptor, stream, the stream's mode and how /dev/null is opened for it
 _STREAMS = (
     (0, "stdin", "r", os.O_RDWR),
@@ -44,7 +46,11 @@ def ensure_standard_streams() -> None:
             pass
         os.open(os.devnull, flags)  # the lowest free number: `fd`, as those below are open
         os.set_inheritable(fd, True)  # the processes it starts hold it as their own `fd`
-        stream = io.TextIOWrapper(io.FileIO(fd, mode, closefd=False))
+        stream = (  # stdout's writes fail as those of a full one do (`cli.checked_stdout`)
+            checked_text(fd)
+            if name == "stdout"
+            else io.TextIOWrapper(io.FileIO(fd, mode, closefd=False))
+        )
         for attribute in (name, f"__{name}__"):
             if getattr(sys, attribute) is None:
                 setattr(sys, attribute, stream)

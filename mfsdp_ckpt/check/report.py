@@ -92,6 +92,7 @@ class ValidationReport:
         self._errors = {f"{f.where}: {f.message}" for f in self.findings if f.severity == ERROR}
         self._run_record: tuple[str, str] | None = None  # (run dir, its tracker)
         self._unsupported: list[Finding] = []  # errors that are export's refusals alone
+        self._read = True  # False: the path given was no checkpoint to read (`not_read`)
 
     def read_from_run(self, run_dir: str | Path, tracker: str | Path) -> None:
         """The step checked was chosen in run dir `run_dir` by `tracker`: findings there are
@@ -106,6 +107,23 @@ class ValidationReport:
         tracker = self._run_record[1]
         step_findings = [f for f in self.findings if f.where != tracker]
         return self._run_record if self._passes(step_findings, strict) else None
+
+    def not_read(self, where: str | Path, err: Exception) -> None:
+        """The path given is damage no check could read past (`err`, said under `where`): a
+        save that did not finish, a run dir whose saves never did. It is what `checkpoint`
+        names, the verdict is INVALID (exit 1) and nothing else was checked. Raised instead,
+        it was no report: `--json` printed the failure object where a script reads
+        `valid`, and the text said no verdict, for verl's, Megatron's and the Hugging Face
+        Trainer's unfinished saves alone (a step of mfsdp's has its manifest to read)."""
+        self._run_record = None  # the path given is at fault, not a tracker beside a step
+        self.checkpoint, self.has_manifest = self.path, False
+        self.add_error(where, err)
+        self._read = False
+
+    @property
+    def read(self) -> bool:
+        """Whether a checkpoint was read at all (False after `not_read`)."""
+        return self._read
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
         """One finding; the same one again is left out (two checks that open one file, the
@@ -195,7 +213,7 @@ class ValidationReport:
             data["checkpoint"] = failed[0]
             instead = f"{self.checkpoint}, read since {failed[1]} failed, passed its checks"
             data["note"] = "; ".join(filter(None, (self.note, instead)))
-        if strict and not self.has_manifest:  # the text verdict says it; the JSON said nothing
+        if strict and not self.has_manifest and self._read:  # the text verdict says it
             data["findings"].append(
                 asdict(Finding(ERROR, self.checkpoint or self.path, STRICT_NEEDS_MANIFEST))
             )

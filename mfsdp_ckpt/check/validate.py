@@ -87,7 +87,9 @@ def validate_checkpoint(
     the adapter; `hash_progress` then gets the same of the files its manifest records, and
     `progress` (tensors read, tensors) of the checkpoint.
 
-    Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
+    Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all; a
+    path that is damage resolving it meets (a save that did not finish, a run dir whose saves
+    never did) is reported as an invalid checkpoint (`ValidationReport.not_read`).
     """
     path_refusals.refuse_url(path)
     report = ValidationReport(path=str(path), deep=deep)
@@ -98,6 +100,9 @@ def validate_checkpoint(
         report.checkpoint, report.has_manifest = str(where.parent), False
         report.add_error(where, err)
         return report
+    except (layout.IncompleteCheckpointError, layout.DamagedRunDirError) as err:
+        report.not_read(_named_first(str(err), path), err)  # damage: the verdict, not a failure
+        return report
     return validate_paths(
         paths,
         report,
@@ -107,6 +112,19 @@ def validate_checkpoint(
         base_progress=base_progress,
         hash_progress=hash_progress,
     )
+
+
+def _named_first(line: str, given: str | os.PathLike) -> str:
+    """The path `line` starts with: its longest start, up to a space or ": ", that is on disk
+    (a tracker, a step, a DCP dir), or the path `given` where none is. A line that names a
+    tracker and then the step it names ("RUN/latest_checkpointed_iteration.txt names '2',
+    but RUN/global_step_2/dist_ckpt: ...") is said under the tracker, as validate says a
+    tracker's own findings; cut at the first ": ", its place read "... names '2', but ..."."""
+    ends = [index for index, char in enumerate(line) if char == " " or line.startswith(": ", index)]
+    for end in reversed(ends):
+        if os.path.lexists(line[:end]):
+            return line[:end]
+    return str(given)
 
 
 def validate_paths(

@@ -148,10 +148,10 @@ def test_lists_of_step_dirs_mark_an_unfinished_save(made_optim, tmp_path):
     run, step, number = _laid("megatron-lm", made_optim, tmp_path)
     newer = _unfinished_newer(step, number)
     (run / layout.TRACKER_FILE).write_text(layout.MEGATRON_RELEASE_DIR)
-    code, _out, err = run_cli("ckpt", "validate", run)
-    assert code == 1 and one_error_line(err).endswith(
+    code, out, err = run_cli("ckpt", "validate", run)
+    assert code == 1 and one_error_line(out).endswith(  # validate's finding
         f"(step dirs here: {step.name}, {newer.name} (a save that did not finish))"
-    ), err
+    ), out + err
     later = _unfinished_newer(newer, number + 2)
     (run / layout.TRACKER_FILE).write_text(str(number + 4))
     with pytest.raises(layout.IncompleteCheckpointError) as caught:

@@ -34,7 +34,7 @@ def test_a_hostile_tracker_is_one_line(case, made_optim, tmp_path):
     assert layout.TRACKER_FILE in str(caught.value) and "\n" not in str(caught.value)
     assert "(step dirs here: global_step_40)" in str(caught.value)
     code, out, err = run_cli("ckpt", "validate", laid.run)
-    assert code == 1 and layout.TRACKER_FILE in one_error_line(err), out + err
+    assert code == 1 and layout.TRACKER_FILE in one_error_line(out), out + err  # its finding
 
 
 def test_a_hostile_ckpt_contents_json_is_one_line(made_optim, tmp_path):

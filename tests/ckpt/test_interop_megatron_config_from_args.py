@@ -234,7 +234,7 @@ def test_a_bridge_tracker_that_is_not_a_train_state_is_exit_1(tmp_path):
     run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     (run / "latest_train_state.pt").write_bytes(b"not a zip")
     code, stdout, err = run_cli("ckpt", "validate", run)
-    line = one_error_line(err)
+    line = one_error_line(stdout)  # validate's finding: an invalid checkpoint
     assert code == 1 and "latest_train_state.pt" in line and "iter_0000010" in line, stdout + err
 
 

@@ -262,7 +262,7 @@ def test_a_broken_tracker_is_exit_1_naming_what_is_there(case, tmp_path):
     for command in ("validate", "inspect", "export-hf"):
         args = ["--out", tmp_path / "hf"] if command == "export-hf" else []
         code, out, err = run_cli("ckpt", command, run, *args)
-        line = one_error_line(err)
+        line = one_error_line(out if command == "validate" else err)  # validate: a finding
         assert code == 1 and str(run / layout.TRACKER_FILE) in line and words in line, (
             command + out + err
         )
@@ -270,7 +270,8 @@ def test_a_broken_tracker_is_exit_1_naming_what_is_there(case, tmp_path):
             shown = ", ".join(f"global_step_{s}" for s in steps)
             assert line.endswith(f"(step dirs here: {shown})"), line
     code, out, _err = run_cli("ckpt", "validate", run, "--json")
-    assert code == 1 and words in json.loads(out)["error"], out
+    found = json.loads(out)  # validate's object: the damage is its finding, valid false
+    assert code == 1 and found["valid"] is False and words in found["findings"][0]["message"]
     assert not (tmp_path / "hf").exists()
 
 
@@ -278,7 +279,7 @@ def test_a_run_dir_with_only_an_unfinished_save_is_exit_1(tmp_path):
     """Was exit 2: the run dir is ours (a `global_step_N.tmp/`), its only save incomplete."""
     (tmp_path / "run" / "global_step_3.tmp").mkdir(parents=True)
     code, out, err = run_cli("ckpt", "validate", tmp_path / "run")
-    assert code == 1 and "a save of step 3 did not finish" in one_error_line(err), out + err
+    assert code == 1 and "a save of step 3 did not finish" in one_error_line(out), out + err
 
 
 USAGE_PATHS = {

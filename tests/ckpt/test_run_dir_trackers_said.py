@@ -122,7 +122,7 @@ def test_agreeing_or_absent_txt_adds_nothing(bridge, tmp_path):
 def test_a_train_state_naming_a_missing_step_is_refused_naming_the_txts(bridge, tmp_path):
     run = _bridge_trackers(_copy(bridge, tmp_path), pt=30, txt="20")
     code, out, err = run_cli("ckpt", "validate", run)
-    line = one_error_line(err)
+    line = one_error_line(out)  # validate's finding: an invalid checkpoint
     assert code == 1 and line.startswith(f"error: {run / PT}: names step '30'"), out + err
     assert line.endswith(
         f" ({run / TXT} names step 20, which Megatron-Bridge's load reads only without {PT})"
