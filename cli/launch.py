@@ -67,6 +67,12 @@ class Launch:
     def multi_node(self) -> bool:
         return self.nnodes > 1 or self.rdzv_endpoint is not None
 
+    @property
+    def several_machines(self) -> bool:
+        """A run across machines, resumed only once every machine's command starts again; a
+        one-machine run given `--rdzv-endpoint` (multi_node's flags) is resumed as any."""
+        return self.nnodes > 1
+
 
 # `--json` of every train command: the result, or a failure, as one JSON object on stdout
 TRAIN_JSON = json_option(
@@ -383,8 +389,9 @@ def start(
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
         code = run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides))
+        several = launch.several_machines
         end_as_ranks_ended(
-            code, lambda stopped: interrupted_run(cfg, logged_before, stopped, launch.multi_node)
+            code, lambda stopped: interrupted_run(cfg, logged_before, stopped, several)
         )
         sys.exit(0)
     _quiet_library_bars(cfg)

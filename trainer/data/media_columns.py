@@ -21,7 +21,13 @@ import os
 from collections.abc import Collection
 from typing import Any
 
-from trainer.data.files import DataFileError, RowOrigins, columns_held, read_rows_with_origins
+from trainer.data.files import (
+    DataFileError,
+    RowOrigins,
+    columns_held,
+    holds_a_value,
+    read_rows_with_origins,
+)
 
 # each media column verl reads by default, and the verl key that names it
 MEDIA_COLUMNS = {"images": "data.image_key", "videos": "data.video_key"}
@@ -46,9 +52,10 @@ def read_rows_refusing_media(
 
 
 def _refuse_media_row(media: tuple[str, ...], row: dict[str, Any], where: str) -> None:
-    """Refuse the row `where` holding a value in one of the columns `media`; drop them."""
+    """Refuse the row `where` holding a value in one of the columns `media` (`holds_a_value`:
+    an empty list is none); drop them."""
     for column in media:
-        if row.pop(column, None) is not None:
+        if holds_a_value(row.pop(column, None)):
             raise DataFileError(_refusal(where, column))
 
 

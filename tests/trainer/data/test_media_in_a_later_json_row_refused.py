@@ -13,6 +13,7 @@ import pytest
 
 from mfsdp_ckpt.errors import MfsdpError
 from tests.support.sft import tiny_config
+from trainer.data.media_columns import refuse_media_columns
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import load_rl_prompts
@@ -67,8 +68,13 @@ def test_a_later_row_holding_media_is_refused_naming_it(
         assert (str(caught.value), caught.value.exit_code) == (line, 2)
 
 
-def test_rows_whose_media_cells_are_null_read_without_them(tmp_path, tokenizer):
-    path = _write(tmp_path / "text.jsonl", [_row(), _row(images=None, videos=None)])
+@pytest.mark.parametrize("empty", [None, []], ids=["null", "empty-list"])
+def test_rows_whose_media_cells_hold_nothing_read_without_them(tmp_path, tokenizer, empty):
+    """verl writes `"images": []` on the text rows of a dataset that mixes in images: such a
+    row holds no image, first or later, and reads as null does (config check agrees)."""
+    rows = [_row(images=empty, videos=empty), _row(), _row(images=empty, videos=empty)]
+    path = _write(tmp_path / "text.jsonl", rows)
     prompts, _ = load_rl_prompts([str(path)], RLDataConfig(), tokenizer)
     train, _ = load_sft_splits(tiny_config(path, tmp_path).data, tokenizer, 0, False)
-    assert (len(prompts), len(train)) == (2, 2)
+    assert (len(prompts), len(train)) == (3, 3)
+    refuse_media_columns(path)  # config check's look at the first row: nothing refused
