@@ -531,6 +531,19 @@ def _stop(child: subprocess.Popen, sig: int) -> int:
         return child.wait()
 
 
+def _node_0_torch_misses(launch: Launch) -> bool:
+    """Whether `launch` is node 0 of several given an endpoint at an address of this machine
+    that torch does not take for it (`cli.own_address`): it must be told to host the store.
+    Where torch does take it, torch decides, so a node 1 of the same run started first on
+    this machine (how a run across machines is tried out on one) keeps the store it hosts."""
+    from cli.own_address import names_this_machine, torch_sees_as_this_machine
+
+    if launch.node_rank != 0 or launch.rdzv_endpoint is None:
+        return False
+    host = launch.rdzv_endpoint.rsplit(":", 1)[0].strip("[]")
+    return names_this_machine(host) and not torch_sees_as_this_machine(host)
+
+
 def torchrun_command(
     subcommand: str, launch: Launch, config_path: str | None, as_json: bool, overrides: list[str]
 ) -> list[str]:
@@ -551,8 +564,8 @@ def torchrun_command(
         ]
         if launch.node_rank is not None:
             command.append(f"--node-rank={launch.node_rank}")
-        if launch.nnodes == 1:  # torch guesses from the endpoint's host name, and missed an
-            command.append("--rdzv-conf=is_host=true")  # address of a second NIC: none hosted
+        if launch.nnodes == 1 or _node_0_torch_misses(launch):  # torch guesses from the
+            command.append("--rdzv-conf=is_host=true")  # host name: a second NIC's address
     else:
         command.append("--standalone")
     command += ["-m", "cli.train", subcommand]

@@ -554,10 +554,9 @@ def _endpoint_taken(args: Any) -> str | None:
     timeout without a word, a SIGTERM acting only after a minute. The other nodes of its own
     run started on this machine may hold it (how a run across machines is tried out on one:
     `_held_by_this_run`); a node whose endpoint is another machine's joins it as a client."""
-    from torch.distributed.elastic.rendezvous.utils import (
-        _matches_machine_hostname,
-        parse_rendezvous_endpoint,
-    )
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+    from cli.own_address import names_this_machine
 
     if args.standalone or args.rdzv_backend != "c10d":
         return None
@@ -566,7 +565,7 @@ def _endpoint_taken(args: Any) -> str | None:
     except ValueError:
         return None
     one_machine = _max_nodes(args) == 1
-    if not one_machine and not (args.node_rank == 0 and _matches_machine_hostname(host)):
+    if not one_machine and not (args.node_rank == 0 and names_this_machine(host)):
         return None
     if _port_free(port):
         return None

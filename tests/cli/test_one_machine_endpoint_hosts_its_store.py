@@ -46,6 +46,20 @@ def test_the_launcher_makes_a_one_machine_run_host_its_store():
     assert HOSTS_STORE not in torchrun_command("sft", Launch(nproc_per_node=2), None, False, [])
 
 
+def test_node_0_of_several_hosts_its_store_at_an_address_torch_misses():
+    """torch takes an address for this machine only through its host name; node 0 of several
+    given this machine's own address hosts the store whether or not torch sees it."""
+    from cli.own_address import names_this_machine, torch_sees_as_this_machine
+
+    address = this_machines_address()
+    assert names_this_machine(address) and not names_this_machine("192.0.2.9")
+    node_0 = Launch(nnodes=2, node_rank=0, rdzv_endpoint=f"{address}:29500", rdzv_id="a")
+    told = HOSTS_STORE in torchrun_command("sft", node_0, None, False, [])
+    assert told == (not torch_sees_as_this_machine(address))
+    node_1 = Launch(nnodes=2, node_rank=1, rdzv_endpoint=f"{address}:29500", rdzv_id="a")
+    assert HOSTS_STORE not in torchrun_command("sft", node_1, None, False, [])
+
+
 def test_an_endpoint_at_this_machines_own_address_trains(tmp_path):
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     endpoint = f"{this_machines_address()}:{free_port()}"
