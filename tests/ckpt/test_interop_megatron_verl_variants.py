@@ -209,7 +209,9 @@ def test_a_tracker_naming_an_empty_save_is_exit_1_naming_it(tmp_path):
     (run / "latest_checkpointed_iteration.txt").write_text("40")
     code, out, err = run_cli("ckpt", "validate", run, "--json")
     assert code == 1, out + err
-    error = json.loads(out)["error"]
+    report = json.loads(out)  # validate's own object: an invalid checkpoint, its one finding
+    assert report["valid"] is False and len(report["findings"]) == 1, out
+    error = report["findings"][0]["message"]
     assert f"names '40', but {actor / 'dist_ckpt'}: empty, no .metadata" in error
     assert "other step dirs here: global_step_20" in error
     for level in (actor, actor / "dist_ckpt"):
@@ -223,8 +225,8 @@ def test_an_empty_v2_model_dir_is_exit_1(tmp_path):
     for sub in ("model/dist_ckpt", "model/huggingface", "optimizer/dist_ckpt", "extra/dist_ckpt"):
         (actor / sub).mkdir(parents=True)
     (actor / "ckpt_contents.json").write_text(json.dumps({"schema_version": 2}))
-    code, _out, err = run_cli("ckpt", "validate", actor)
-    assert code == 1 and "model/dist_ckpt: empty, no .metadata" in one_error_line(err), err
+    code, out, err = run_cli("ckpt", "validate", actor)  # validate says it as its finding
+    assert code == 1 and "model/dist_ckpt: empty, no .metadata" in one_error_line(out), out + err
 
 
 def test_a_step_newer_than_the_tracker_is_noted(tmp_path):

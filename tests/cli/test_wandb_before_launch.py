@@ -15,7 +15,8 @@ from tests.support.sft import write_chat_jsonl
 
 
 def test_wandb_without_a_key_is_one_line_before_the_run_starts(tmp_path):
-    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=1)  # its first row is checked first
+    # its first row is checked first; one row alone would be held out whole by val_ratio
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=2)
     env = {
         key: value for key, value in os.environ.items() if not key.startswith(("WANDB_", "NETRC"))
     }
