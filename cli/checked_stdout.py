@@ -23,8 +23,9 @@ import sys
 from typing import Any, TextIO
 
 
-class CheckedStdout(io.RawIOBase):
-    """Descriptor `fd` (stdout) written in full by every write, or an OSError raised here."""
+class DescriptorStream(io.RawIOBase):
+    """A raw, writable stream on descriptor `fd`, for a subclass's own `write`: what
+    io.TextIOWrapper asks of the stream under it besides writing."""
 
     def __init__(self, fd: int) -> None:
         super().__init__()
@@ -38,6 +39,10 @@ class CheckedStdout(io.RawIOBase):
 
     def isatty(self) -> bool:
         return os.isatty(self._fd)
+
+
+class CheckedStdout(DescriptorStream):
+    """Descriptor `fd` (stdout) written in full by every write, or an OSError raised here."""
 
     def write(self, data: Any) -> int:
         """Write all of `data`; its length. A short write is followed by the rest, so a

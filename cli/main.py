@@ -30,7 +30,7 @@ from types import FrameType, ModuleType
 from typing import Any, NoReturn
 
 from cli import stop_signals
-from cli.checked_stdout import guard_stdout
+from cli.checked_stdout import DescriptorStream, guard_stdout
 from cli.stop import EXIT_INTERRUPTED, Terminated
 
 # Whether this process ends when the command does (main() called by the program itself),
@@ -110,7 +110,7 @@ def _discard(fd: int) -> None:
     os.close(devnull)
 
 
-class _BestEffortStderr(io.RawIOBase):
+class _BestEffortStderr(DescriptorStream):
     """Descriptor 2 for Python's sys.stderr, where a write that fails is dropped: stderr only
     tells a person what happens (notes, progress bars, log lines, the `error:` line), and the
     command's outcome is its own work and, under --json, the object on stdout. A full log
@@ -120,19 +120,6 @@ class _BestEffortStderr(io.RawIOBase):
     a closed stderr pipe was taken for a closed stdout (exit 141, the result discarded).
     After the first failure the descriptor points at /dev/null (`_discard`), so nothing
     tries again: not Python's flush at exit, nor C code writing to descriptor 2."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__()
-        self._fd = fd
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def isatty(self) -> bool:
-        return os.isatty(self._fd)
 
     def write(self, data: Any) -> int:
         """Write all of `data`, or drop what the descriptor refuses; its length either way."""
