@@ -21,41 +21,15 @@ import torch
 from torch import optim
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
+from tests.support.chained_optimizers import stepped_beside_adamw
+from tests.support.chained_optimizers import validated as _validate
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
 from tests.support.megatron_checkpoints import megatron_args, megatron_run, save_dcp
 
 
-def _validate(ckpt: Path, *args) -> tuple[int, list, dict]:
-    """validate's exit code, (severity, where, message) findings and optimizer_kind."""
-    code, out, _ = run_cli("ckpt", "validate", ckpt, "--json", *args)
-    report = json.loads(out)
-    found = [(f["severity"], f["where"], f["message"]) for f in report["findings"]]
-    return code, found, report["optimizer_kind"]
-
-
-def _muon_beside_adamw(tmp_path: Path, damage=lambda states: None) -> Path:
-    """A tiny Llama after one step of torch's Muon on its decoder layers' matrices and
-    AdamW on the rest (the documented recipe), saved as FSDP2 saves it with `damage`
-    applied to the optimizer's per-parameter states; its config beside it."""
-    model = tiny_causal_lm("llama", vocab=64)
-    named = dict(model.named_parameters())
-    matrices = [p for n, p in named.items() if p.ndim == 2 and ".layers." in n]
-    rest = [p for n, p in named.items() if not (p.ndim == 2 and ".layers." in n)]
-    optimizers = [optim.Muon(matrices, lr=1e-3), optim.AdamW(rest, lr=1e-3)]
-    ids = torch.tensor([[1, 2, 3, 4, 5]])
-    model(input_ids=ids, labels=ids).loss.backward()
-    for each in optimizers:
-        each.step()
-    model_state, optimizer_state = get_state_dict(model, optimizers)
-    damage(optimizer_state["state"])
-    ckpt = save_dcp({"model": model_state, "optimizer": optimizer_state}, tmp_path / "dist_ckpt")
-    model.config.save_pretrained(tmp_path / "huggingface")
-    return ckpt
-
-
 def test_muon_beside_adamw_is_valid_and_named(tmp_path):
-    ckpt = _muon_beside_adamw(tmp_path)
+    ckpt = stepped_beside_adamw(tmp_path)
     code, found, kind = _validate(ckpt)
     assert (code, found) == (0, [])
     assert kind == {
@@ -70,13 +44,14 @@ NORM = "model.layers.0.input_layernorm.weight"
 UP = "model.layers.1.mlp.up_proj.weight"
 
 
-def _lose_and_transpose(states: dict) -> None:
+def _lose_and_transpose(optimizer_state: dict) -> None:
+    states = optimizer_state["state"]
     del states[NORM]["exp_avg_sq"]
     states[UP]["momentum_buffer"] = states[UP]["momentum_buffer"].T.contiguous()
 
 
 def test_muon_beside_adamw_losing_a_moment_or_transposing_a_momentum_is_invalid(tmp_path):
-    code, found, _ = _validate(_muon_beside_adamw(tmp_path, _lose_and_transpose), "--deep")
+    code, found, _ = _validate(stepped_beside_adamw(tmp_path, _lose_and_transpose), "--deep")
     state = "optimizer.state.model"
     assert code == 1 and found == [
         (

@@ -15,26 +15,18 @@ import json
 from pathlib import Path
 
 import torch
-from torch import optim
-from torch.distributed.checkpoint.state_dict import get_state_dict
 
+from tests.support.chained_optimizers import stepped_beside_adamw
+from tests.support.chained_optimizers import validated as _validate
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
-from tests.support.megatron_checkpoints import megatron_args, megatron_run, save_dcp
+from tests.support.megatron_checkpoints import megatron_args, megatron_run
 
 MCORE = "module.module.module.decoder"
 QKV = f"{MCORE}.layers.0.self_attention.linear_qkv.weight"
 NORM = f"{MCORE}.final_layernorm.weight"
 QKV_PARAM = "[model.module.decoder.layers.0.self_attention.linear_qkv.weight]"
 NORM_PARAM = "[model.module.decoder.final_layernorm.weight]"
-
-
-def _validate(ckpt: Path) -> tuple[int, list, dict]:
-    """validate's exit code, (severity, where, message) findings and optimizer_kind."""
-    code, out, _ = run_cli("ckpt", "validate", ckpt, "--json")
-    report = json.loads(out)
-    found = [(f["severity"], f["where"], f["message"]) for f in report["findings"]]
-    return code, found, report["optimizer_kind"]
 
 
 def _megatron_muon(root: Path, optimizer: str | None, lose=(), momentum="kept") -> Path:
@@ -127,18 +119,11 @@ def test_a_matrix_lost_from_a_recorded_adam_run_lacks_adams_moments(tmp_path):
 def test_torch_muon_whose_momentum_is_lost_is_named_by_its_ns_steps(tmp_path):
     """torch's Muon beside AdamW, every momentum_buffer lost: the param groups' ns_steps
     name Muon, so the states left are Adam + Muon's, not plain Adam's."""
-    model = tiny_causal_lm("llama", vocab=64)
-    named = dict(model.named_parameters())
-    matrices = [p for n, p in named.items() if p.ndim == 2 and ".layers." in n]
-    rest = [p for n, p in named.items() if not (p.ndim == 2 and ".layers." in n)]
-    optimizers = [optim.Muon(matrices, lr=1e-3), optim.AdamW(rest, lr=1e-3)]
-    ids = torch.tensor([[1, 2, 3, 4, 5]])
-    model(input_ids=ids, labels=ids).loss.backward()
-    for each in optimizers:
-        each.step()
-    model_state, optimizer_state = get_state_dict(model, optimizers)
-    for states in optimizer_state["state"].values():
-        states.pop("momentum_buffer", None)
-    ckpt = save_dcp({"model": model_state, "optimizer": optimizer_state}, tmp_path / "dcp")
+
+    def lose_momentum(optimizer_state: dict) -> None:
+        for states in optimizer_state["state"].values():
+            states.pop("momentum_buffer", None)
+
+    ckpt = stepped_beside_adamw(tmp_path, lose_momentum)
     code, out, _ = run_cli("ckpt", "inspect", ckpt, "--json")
     assert code == 0 and json.loads(out)["optimizer_kind"]["name"] == "Adam + Muon"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 from torch import optim
-from torch.distributed.checkpoint.state_dict import get_state_dict
 
+from tests.support.chained_optimizers import layer_matrix, stepped_beside_adamw
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
-from tests.support.megatron_checkpoints import megatron_args, megatron_run, save_dcp
+from tests.support.megatron_checkpoints import megatron_args, megatron_run
 
 EITHER = "Adam + momentum (SGD or Muon)"
 STATES = ["exp_avg", "exp_avg_sq", "momentum_buffer", "step"]
@@ -37,33 +37,22 @@ def _momentum_beside_adamw(root: Path, momentum_on, momentum) -> Path:
     """A tiny Llama after one step of `momentum` (an optimizer class keeping momentum_buffer)
     on the parameters `momentum_on(name, param)` picks and AdamW on the rest, saved as FSDP2
     saves it, its param groups without Muon's `ns_steps`."""
-    model = tiny_causal_lm("llama", vocab=64)
-    named = dict(model.named_parameters())
-    picked = [p for n, p in named.items() if momentum_on(n, p)]
-    rest = [p for n, p in named.items() if not momentum_on(n, p)]
-    optimizers = [momentum(picked, lr=1e-3, momentum=0.9), optim.AdamW(rest, lr=1e-3)]
-    ids = torch.tensor([[1, 2, 3, 4, 5]])
-    model(input_ids=ids, labels=ids).loss.backward()
-    for each in optimizers:
-        each.step()
-    model_state, optimizer_state = get_state_dict(model, optimizers)
-    for group in optimizer_state["param_groups"]:
-        group.pop("ns_steps", None)
-    return save_dcp({"model": model_state, "optimizer": optimizer_state}, root / "dist_ckpt")
 
+    def without_ns_steps(optimizer_state: dict) -> None:
+        for group in optimizer_state["param_groups"]:
+            group.pop("ns_steps", None)
 
-def _layer_matrix(name: str, param: torch.Tensor) -> bool:
-    return param.ndim == 2 and ".layers." in name
+    return stepped_beside_adamw(root, without_ns_steps, momentum, momentum_on, momentum=0.9)
 
 
 def test_torch_muon_without_ns_steps_is_named_by_its_layout(tmp_path):
-    code, validated, inspected = _kinds(_momentum_beside_adamw(tmp_path, _layer_matrix, optim.Muon))
+    code, validated, inspected = _kinds(_momentum_beside_adamw(tmp_path, layer_matrix, optim.Muon))
     assert code == 0 and validated == inspected == {"name": EITHER, "states": STATES}
 
 
 def test_sgd_momentum_on_a_vector_stays_sgd(tmp_path):
     def norms_too(name: str, param: torch.Tensor) -> bool:
-        return _layer_matrix(name, param) or name.endswith("norm.weight")
+        return layer_matrix(name, param) or name.endswith("norm.weight")
 
     code, validated, inspected = _kinds(_momentum_beside_adamw(tmp_path, norms_too, optim.SGD))
     assert code == 0 and validated == inspected == {"name": "Adam + SGD", "states": STATES}
