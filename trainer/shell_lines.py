@@ -287,6 +287,9 @@ class Blocks:
     def __init__(self, word_value: Callable[[str], str | None] = lambda word: None) -> None:
         self.word_value = word_value  # a word's value where it stands; None if not known
         self.open: list[_Block] = []  # the blocks open now, innermost last
+        # beside each open block, the summary of those outside it: `open` changes only through
+        # `_push`, `_pop` and `_replace`, which keep both
+        self._outside: list[_Summary] = []
         self.before = ""  # the last word read, over commands (`f()` then `{` on the next line)
         self.body_next = False  # after a function's name: its body, on this line or the next
         self.named = ""  # the last function name read: whose body `body_next` is
@@ -297,16 +300,40 @@ class Blocks:
 
     def inside(self) -> bool:
         """Whether a block that may not run is open."""
-        return any(block.maybe for block in self.open)
+        return self._summary().maybe
 
     def skipped(self) -> bool:
         """Whether a case arm that never runs is open (`_Case`)."""
-        return any(block.case is not None and block.case.never_runs() for block in self.open)
+        return self._summary().skipped
 
     def function(self) -> str:
         """The function whose body is open (the outermost): a verl command in it reads the
         variables where the function is called, not where it is defined."""
-        return next((block.function for block in self.open if block.function), "")
+        return self._summary().function
+
+    def _summary(self) -> _Summary:
+        """What the open blocks say of a command inside them all: the summary of those
+        outside the innermost one, and the innermost as it stands now (the one block that
+        changes while open: a case's arm decided). Reading every open block for every
+        command made a script of thousands of nested blocks take minutes."""
+        if not self.open:
+            return _Summary()
+        return self._outside[-1].then(self.open[-1])
+
+    def _push(self, block: _Block) -> None:
+        self._outside.append(self._summary())
+        self.open.append(block)
+
+    def _pop(self) -> _Block:
+        self._outside.pop()
+        return self.open.pop()
+
+    def _replace(self, index: int, block: _Block) -> None:
+        """Put `block` in place of the open block at `index` (from the end); the summaries
+        of those inside it are taken again (a few: the subshells its word opens)."""
+        self.open[index] = block
+        for at in range(len(self.open) + index + 1, len(self.open)):
+            self._outside[at] = self._outside[at - 1].then(self.open[at - 1])
 
     def _piece(self) -> Piece:
         """A piece that starts here, with the blocks open now."""
@@ -331,7 +358,7 @@ class Blocks:
                 pieces[-1].words.append(word)
                 continue
             if self.open and word == self.open[-1].closer in _ENDS_ANYWHERE.values():
-                self._close(self.open.pop(), words, at, pieces[-1])
+                self._close(self._pop(), words, at, pieces[-1])
                 pieces[-1].words.append(word)
                 command, self.before = False, word
                 continue
@@ -345,17 +372,18 @@ class Blocks:
                 len(word) - len(word.lstrip("(")) if command and word[:2] not in _NO_SUBSHELL else 0
             )
             body = self.body_next and command  # a function's body opens with this word
-            self.open += [_Block(")", False, True) for _ in range(opened)]
+            for _ in range(opened):
+                self._push(_Block(")", False, True))
             pieces[-1].scopes += [None] * opened
             core = word[opened:]
             if body and opened:  # `f() ( ... )`: the body is a subshell, run where it is called
-                self.open[-opened] = self._body(")", True, at, pieces[-1])
+                self._replace(-opened, self._body(")", True, at, pieces[-1]))
             elif body and word[:2] in _ENDS_ANYWHERE:  # `f() [[ ... ]]`, `f() (( ... ))`
                 self._open_test(word, at, pieces[-1])
             elif command and core in _CLOSED_BY:
                 self._open(core, at, pieces[-1])
             elif command and self.open and core == self.open[-1].closer != ")":
-                self._close(self.open.pop(), words, at, pieces[-1])
+                self._close(self._pop(), words, at, pieces[-1])
             elif command and core == "do" and self.open and self.open[-1].closer == "done":
                 self.open[-1].loop = not self.skipped()
                 self.marks += [("loop", "", at + 1)] * self.open[-1].loop
@@ -389,13 +417,13 @@ class Blocks:
         """A compound command opens with the word `core` (the `at`th of its command)."""
         case = _Case() if core == "case" else None
         if self.body_next:
-            self.open.append(self._body(_CLOSED_BY[core], core != "{", at, piece))
+            self._push(self._body(_CLOSED_BY[core], core != "{", at, piece))
             self.open[-1].case = case
             piece.scopes.append(None)
             return
         piped = self.before in _PIPES  # an element of a pipeline: a subshell
         group = core == "{" and self.before not in _CONDITIONS
-        self.open.append(_Block(_CLOSED_BY[core], not group, piped, case=case))
+        self._push(_Block(_CLOSED_BY[core], not group, piped, case=case))
         piece.scopes.append(None)
         piece.blocked = piece.blocked or not group
 
@@ -426,7 +454,7 @@ class Blocks:
         if opener == "((" and len(word) > 2 and word.endswith("))"):
             self._close(block, [], at, piece)
         else:
-            self.open.append(block)
+            self._push(block)
 
     def _close(self, block: _Block, words: list[str], at: int, piece: Piece) -> None:
         """`block` closes at the `at`th of the command's `words` (a word that ends it where
@@ -475,7 +503,7 @@ class Blocks:
         while core.endswith(")") and core.count(")") > core.count("("):
             core = core[:-1]
             if self.open and self.open[-1].closer == ")":  # not a case pattern's
-                block = self.open.pop()
+                block = self._pop()
                 subshells += 1
                 piece.blocked = piece.blocked or block.maybe
                 self._end_marks(block, at)
@@ -575,6 +603,24 @@ class _Block:
     case: _Case | None = None  # a `case`'s arms
     loop: bool = False  # where its loop body (`do` ... `done`) starts and ends is marked
     whole: bool = False  # the function's body is the whole block, its first and last words too
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What a run of open blocks says of a command inside them all."""
+
+    maybe: bool = False  # one of them may not run
+    skipped: bool = False  # one is a case arm that never runs
+    function: str = ""  # the outermost function body among them, "" if none
+
+    def then(self, block: _Block) -> _Summary:
+        """This summary with `block` open inside them."""
+        case = block.case
+        return _Summary(
+            self.maybe or block.maybe,
+            self.skipped or (case is not None and case.never_runs()),
+            self.function or block.function,
+        )
 
 
 def _runs_apart(rest: list[str]) -> bool:
