@@ -8,10 +8,11 @@ reads, so such a file trained text-only without a word: the policy was asked
 (docs/verl.md), so the columns of those names are what marks such a file, as other verl
 features that would be dropped are refused.
 
-A parquet file's schema names its columns; a JSON table's rows each name their own keys, so
-`refuse_media_columns` (its first row, cheap: `mfsdp config check` runs it) is followed in
-the loaders by `read_rows_refusing_media`, which looks at every row as it is read: a
-text table with geo3k's rows appended trained them as text.
+A column that holds nothing (null cells, empty lists) is no media column, in JSON as in
+parquet. `refuse_media_columns` looks cheaply (`mfsdp config check` runs it): a JSON table's
+first row, a parquet file's media columns alone, up to the first row holding a value; it is
+followed in the loaders by `read_rows_refusing_media`, which looks at every row as it is
+read: a text table with geo3k's rows appended trained them as text.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from trainer.data.files import (
@@ -26,6 +28,7 @@ from trainer.data.files import (
     RowOrigins,
     columns_held,
     holds_a_value,
+    iter_file_rows,
     read_rows_with_origins,
 )
 
@@ -34,10 +37,23 @@ MEDIA_COLUMNS = {"images": "data.image_key", "videos": "data.video_key"}
 
 
 def refuse_media_columns(path: str | os.PathLike) -> None:
-    """Refuse (DataFileError) the data file at `path` where it has a media column."""
+    """Refuse (DataFileError) the data file at `path` where a media column holds a value
+    (`holds_a_value`): a JSON table's first row, a parquet file's rows read through that
+    column until one holds a value. A parquet column all null (of the null type pandas
+    writes for a column of Nones) or of empty lists holds none, as JSON nulls do: refused
+    by its schema alone, verl's text rows (`images: []`) read as JSON and not as parquet."""
     held = columns_held(path, MEDIA_COLUMNS)
+    if Path(path).suffix.lower() == ".parquet":
+        held = [column for column in held if _parquet_column_holds_a_value(path, column)]
     if held:
         raise DataFileError(_refusal(str(path), held[0]))
+
+
+def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
+    """Whether a row of the parquet file at `path` holds a value in `column`, reading that
+    column alone and stopping at the first row that does (the rows' generator, dropped,
+    closes the file)."""
+    return any(holds_a_value(row.get(column)) for row, _ in iter_file_rows(path, (column,)))
 
 
 def read_rows_refusing_media(
