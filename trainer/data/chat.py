@@ -48,6 +48,7 @@ from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.chat_as_text import chat_written_as_text
 from trainer.data.chat_columns import ChatColumns, no_chat_columns
+from trainer.data.empty_cells import holds_nothing
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 from trainer.data.verl_turns import (
     NOT_RENDERED,
@@ -249,10 +250,11 @@ TEMPLATE_COLUMNS = ("tools", "enable_thinking")
 
 def _refuse_template_arguments(row: dict[str, Any]) -> None:
     """A row's chat template arguments are refused, as data.apply_chat_template_kwargs is:
-    they were dropped, and the row trained as if it had no tools and thinking on."""
+    they were dropped, and the row trained as if it had no tools and thinking on. A cell
+    that holds nothing (`holds_nothing`: null, [], or '[]' stored as text) is no argument."""
     for column in TEMPLATE_COLUMNS:
         value = row.get(column)
-        if value is None or value == [] or (isinstance(value, float) and math.isnan(value)):
+        if holds_nothing(value):  # '[]' as JSON text too, as verl stores tool lists
             continue
         raise ChatFormatError(
             f"column '{column}' ({cut_to(repr(value), 80)}): extra chat template arguments are not"
