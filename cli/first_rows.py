@@ -9,7 +9,9 @@ may not read (a GRPO val file past the first, where `data.val_max_samples` keeps
 rows). Every file's columns, train's and val's, are checked from its footer (or first row)
 for verl's image and video columns (`refuse_media_columns`), as train checks each file it
 opens before it reads a row: that is cheap whatever its rows hold, and a later val file with
-`images` was said ok here, then refused by train after loading the model. An SFT
+`images` was said ok here, then refused by train after loading the model. So is every GRPO
+file's first row for verl's tool and interaction rows and media placeholders
+(`unsupported_row`). An SFT
 `data.val_ratio` is checked for a hold-out of every training row (`check_val_split`, which
 counts no more rows than that takes)."""
 
@@ -27,6 +29,8 @@ def check_first_rows(cfg: Any, kind: str) -> None:
 
     for path in [*cfg.data.train_files, *cfg.data.val_files]:  # each one train opens
         refuse_media_columns(path)
+    if kind == "rl":
+        _refuse_unsupported_first_rows(cfg)
     val_files = list(cfg.data.val_files)
     if kind == "rl" and cfg.data.val_max_samples is not None:
         val_files = val_files[:1]  # the first N rows may all come from it
@@ -48,6 +52,22 @@ def check_first_rows(cfg: Any, kind: str) -> None:
         from trainer.data.val_split import check_val_split
 
         check_val_split(cfg.data)
+
+
+def _refuse_unsupported_first_rows(cfg: Any) -> None:
+    """Refuse, with train's line, a GRPO train or val file (each one, a val file past the
+    first under `data.val_max_samples` too) whose first row is a tool or interaction row,
+    or holds a media placeholder with no media column (`unsupported_row`): verl's tables
+    hold such rows throughout, so the first row tells."""
+    from trainer.grpo.data import RLDataError
+    from trainer.grpo.unsupported_rows import unsupported_row
+
+    for path in [*cfg.data.train_files, *cfg.data.val_files]:
+        if not _first_row_is_cheap(path):
+            continue
+        row, where, _ = _first_row(path, (cfg.data.prompt_key, "extra_info"))
+        if why := unsupported_row(row, cfg.data.prompt_key):
+            raise RLDataError(f"{where}: {why}")
 
 
 def _first_row_is_cheap(path: str) -> bool:

@@ -17,6 +17,8 @@ as "", a binary one decoded as UTF-8; another value is refused, its text a guess
 ground truth is given to it unchanged.
 Its `extra_info` must then be a dict, or missing or null (given as `{}`), as verl reads it:
 the function is given it as verl's reward manager gives it (`reward_extra_info`).
+A row of verl's tool or interaction tables, or whose prompt holds a multimodal placeholder
+with no media column, is refused (`unsupported_row`): it trained as another task.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from trainer.data.media_columns import read_rows_refusing_media, refuse_media_co
 from trainer.data.row_table import IntLists, Pickled, RowTable, Shared, TextTuples
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.prompt_row import checked_prompt_row
+from trainer.grpo.unsupported_rows import unsupported_row
 from trainer.progress import item_bar
 from trainer.rewards.dispatch import (
     ground_truth_text,
@@ -209,6 +212,8 @@ def load_rl_prompts(
         where = origins(index)
         whole_row = functools.partial(origins.whole_row, index, row)
         turns, source = checked_prompt_row(row, where, whole_row, cfg.prompt_key, custom_reward)
+        if why := unsupported_row(row, cfg.prompt_key):  # tools, a media placeholder
+            raise RLDataError(f"{where}: {why}")
         try:
             rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
             refuse_unrendered_tool_calls(

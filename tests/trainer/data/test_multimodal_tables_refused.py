@@ -65,7 +65,10 @@ def test_a_media_column_is_refused_by_train_and_check(tmp_path, column, suffix):
 
 
 def test_a_null_media_cell_in_json_rows_reads(tmp_path):
+    """A text row of a table that mixes in images: no placeholder in its prompt (one with
+    `<image>` is refused, tests/grpo/test_tool_and_placeholder_rows_refused.py)."""
     path = tmp_path / "text.jsonl"
-    path.write_text(json.dumps(_row("images", None)) + "\n")
+    row = {**_row("images", None), "prompt": [{"role": "user", "content": "Find x."}]}
+    path.write_text(json.dumps(row) + "\n")
     prompts, _ = load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer(), custom_reward=True)
     assert len(prompts) == 1
