@@ -33,13 +33,13 @@ def _convert(
 ) -> None:
     from cli.missing_path import refuse_missing
     from mfsdp_ckpt.format.hub_id import hub_id_hint
-    from trainer.data.math_datasets import convert_files, split_inputs
+    from trainer.data.math_datasets import DIRECTORY_DATASETS, convert_files, split_inputs
 
     for given in inputs:
         refuse_missing(given, hint=hub_id_hint(given, "--input ", dataset=True))
     # Every split name, from --split or an input's file name, and every input checked before
     # anything is made: `../x` named a path outside --out
-    split_inputs(list(inputs), split)
+    split_inputs(list(inputs), split, directories=dataset in DIRECTORY_DATASETS)
     with _writing_into(out_dir):
         written = convert_files(dataset, list(inputs), out_dir, split, overwrite=overwrite)
     _echo_written(out_dir, written.values(), as_json)
@@ -146,7 +146,8 @@ _INPUT = click.option(
     multiple=True,
     required=True,
     type=GivenPath(current_dir_ok=False),
-    help="Official file (parquet, jsonl, or json: an array of objects); repeat for train and test.",
+    help="Official file (parquet, jsonl, or json: an array of objects or one object); for math,"
+    " also a directory of one .json file per problem (MATH/train); repeat for train and test.",
 )
 _OUT = click.option(
     "--out",
@@ -205,9 +206,14 @@ def math(
 ) -> None:
     """MATH (`problem`, `solution` with a final `\\boxed{...}`) -> SFT and verl RL rows.
 
+    An --input may be a directory of one .json file per problem, as the official release is
+    laid out (MATH/train/<subject>/<n>.json): read in sorted order as one split, named by
+    the directory (train) unless --split names it.
+
     \b
-    Example:
+    Examples:
       mfsdp data math --input MATH/train.parquet --out data/math
+      mfsdp data math --input MATH/train --input MATH/test --out data/math
     """
     _convert("math", inputs, out_dir, split, overwrite, as_json)
 

@@ -28,6 +28,7 @@ from trainer.data.files import (
     staged_tables,
 )
 from trainer.data.ground_truths import gsm8k_ground_truth, math_ground_truth
+from trainer.data.problem_dirs import problem_files
 from trainer.data.table_kinds import table_kind_hint
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -67,6 +68,8 @@ def _math_pair(row: dict[str, Any], split: str, index: int) -> tuple[dict, dict]
 
 
 CONVERTERS: dict[str, RowConverter] = {"gsm8k": _gsm8k_pair, "math": _math_pair}
+# the datasets whose official release is a directory of one-problem files (`problem_dirs`)
+DIRECTORY_DATASETS = frozenset({"math"})
 
 
 def gsm8k_rows(
@@ -199,12 +202,13 @@ def convert_files(
     overwrite: bool = False,
 ) -> dict[str, Path]:
     """Convert each input file; the split name is `split` or the one its file name says
-    (`split_named_by`), the Hub's shards of one split making one table. Every input is
+    (`split_named_by`), the Hub's shards of one split making one table. A MATH input may be
+    a directory of one-problem files (`problem_files`), one split. Every input is
     converted before anything is written, and the tables are written all or none, so a bad
     second input or a full disk leaves --out as it was. A table already at a path written
     is refused before any input is read, unless `overwrite` (then files are replaced,
     never a directory)."""
-    splits = split_inputs(inputs, split)
+    splits = split_inputs(inputs, split, directories=dataset in DIRECTORY_DATASETS)
     written = {
         f"{kind}/{name}": Path(out_dir) / kind / f"{name}.parquet"
         for name in splits
@@ -242,7 +246,7 @@ def _convert_split(
     index = 0
     batch: list[tuple[dict, dict]] = []
     chars = 0
-    for source in sources:
+    for source in _source_files(sources):
         refused: DataFileError | None = None  # its first bad row, said once the file is read
         for local, (row, line) in enumerate(iter_file_rows(source)):  # no rows: EmptyTableError
             if refused is not None:
@@ -263,6 +267,15 @@ def _convert_split(
             raise refused
     if batch:
         _write_batch(staged, tables, batch)
+
+
+def _source_files(sources: list[str]) -> Iterable[str]:
+    """Each input file of `sources`, a directory's problem files (`problem_files`) in turn."""
+    for source in sources:
+        if os.path.isdir(source):
+            yield from map(str, problem_files(source, _SPLIT_WORDS))
+        else:
+            yield source
 
 
 def _texts_of(pair: tuple[dict, dict]) -> tuple[str, str]:
@@ -306,7 +319,9 @@ def _refuse_repeated_inputs(inputs: list[str]) -> None:
         raise DataFileError(f"{named}: the same file{also} given twice; give it once")
 
 
-def split_inputs(inputs: list[str], split: str | None) -> dict[str, list[str]]:
+def split_inputs(
+    inputs: list[str], split: str | None, *, directories: bool = False
+) -> dict[str, list[str]]:
     """{split: its input files}, in the order given, or DataFileError (exit 2) before any
     input is read: a `split` or a split named by an input's file name (`split_named_by`)
     that is not one plain file name, an input given twice, or one that is no data file
@@ -314,12 +329,16 @@ def split_inputs(inputs: list[str], split: str | None) -> dict[str, list[str]]:
     files make one split only as the Hub's shards of it (`train-00000-of-00002.parquet`,
     `train-00001-of-00002.parquet`), read in shard order; and unless `split` names the
     split, every shard must be given: a split converted from some of its shards would
-    look whole."""
+    look whole. With `directories`, an input may be a directory of one-problem files
+    (`problem_files`, walked here to refuse one it cannot read): its name gives its split."""
     check_split_name(split)
     _refuse_repeated_inputs(inputs)
     grouped: dict[str, list[str]] = {}
     for source in inputs:
-        check_data_file(source)
+        if directories and os.path.isdir(source):
+            problem_files(source, _SPLIT_WORDS)
+        else:
+            check_data_file(source)
         grouped.setdefault(split or split_named_by(source), []).append(source)
     return {name: _shards_in_order(name, sources, split) for name, sources in grouped.items()}
 
