@@ -1,14 +1,21 @@
 """A prompt cell holding chat turns written out as text: refused.
 
 A CSV round trip or pandas' `df.astype(str)` turns a `prompt` cell's list of
-{role, content} turns into their JSON text (`[{"role": "user", ...}]`) or Python repr
-(`[{'role': 'user', ...}]`). Read as a plain text prompt, that text became one user turn
-and the policy was asked the literal brackets and keys, exit 0; verl hands such a cell to
-the chat template as it is, which is no chat either. The same mistake in an SFT `messages`
-column was already refused (a string is no list of turns). A text is refused only when it
-parses as a list of {role, content} dicts: a plain prompt that starts with `[` reads.
-Every row is looked at, so what is parsed is bounded before it is (the limits below): a
-text that is no chat, of any size or nesting, reads as a prompt at the cost of a scan.
+{role, content} turns into text: their JSON (`[{"role": "user", ...}]`), their Python
+repr (`[{'role': 'user', ...}]`), or, where pandas held the cell as a numpy array (as it
+does a parquet list column), numpy's text of that array: `str()` parts the turns with
+spaces and line breaks and no comma, `repr()` wraps them in `array([...], dtype=object)`,
+a list nested in a turn is written as such an `array(...)`, and an array of over 1,000
+turns is cut to its ends around `...`. A CSV file quotes any of these (`"[{""role"": ...`),
+and a reader that keeps the quotes hands that on. Read as a plain text prompt, any of them
+became one user turn and the policy was asked the literal brackets and keys, exit 0; verl
+hands such a cell to the chat template as it is, which is no chat either. The same mistake
+in an SFT `messages` column was already refused (a string is no list of turns). A text is
+refused only when it parses as a list of {role, content} dicts: a plain prompt that starts
+with `[` or holds braces reads. Every row is looked at, so what is parsed is bounded before
+it is (the limits below): a text that is no chat, of any size or nesting, reads as a prompt
+at the cost of a scan. Nothing is evaluated: numpy's `array(...)` is read as the list it
+holds, not called.
 """
 
 from __future__ import annotations
@@ -16,27 +23,33 @@ from __future__ import annotations
 import ast
 import io
 import json
+import keyword
 import re
 import tokenize
+from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
 
 # What is parsed is bounded before parsing, as every row pays for it. A chat written out names
-# its keys quoted (json.dumps and repr write `"role"`, `'role'`): a text without both is a
-# prompt, read without parsing it.
+# its keys quoted (json.dumps and repr write `"role"`, `'role'`, a CSV file `""role""`): a
+# text without both is a prompt, read without parsing it.
 _TURN_KEYS = tuple(re.compile(rf"""["']{key}["']""") for key in ("role", "content"))
+# A list, or numpy's repr of an array; a CSV field's quotes are taken off first
+_WRITTEN_LIST = re.compile(r"(\[|array\().*[\])]", re.DOTALL)
 # Python's parser holds ~500 bytes per token of a literal (a 6 MB `[1,1,...]` took 2.9 GB and
 # 41 s), json less but also per value: a text is parsed only when it has at most this many
-# tokens (~10 MB parsed), nested at most _MAX_DEPTH deep, and every token one a literal or
-# JSON is written with. Past ~200 levels (brackets and signs) Python 3.11's parser raises
-# MemoryError, no different from the machine's, and so does a long run of unary signs
-# (`[------1]`): neither is parsed. A chat of more tokens (some thousands of turns) reads as
-# a prompt; a turn's text is one token, however long.
+# tokens (~10 MB parsed), nested at most _MAX_DEPTH deep, and every token one a literal, JSON
+# or numpy's text of an array is written with. Past ~200 levels (brackets and signs) Python
+# 3.11's parser raises MemoryError, no different from the machine's, and so does a long run of
+# unary signs (`[------1]`) or keywords (`[not not ... 1]`): none is parsed. A name that is no
+# keyword (numpy's `array`, `dtype`, `object`) is one token that nests nothing. A chat of more
+# tokens (some thousands of turns) reads as a prompt; a turn's text is one token, however long.
 _MAX_TOKENS = 20_000
 _MAX_DEPTH = 100
-_LITERAL_NAMES = frozenset({"True", "False", "None", "set", "true", "false", "null"})
-_LITERAL_OPS = frozenset("[]{}(),:+-")
+_LITERAL_KEYWORDS = frozenset({"True", "False", "None"})
+_LITERAL_OPS = frozenset({*"[]{}(),:+-=", "..."})
 _OPENING, _CLOSING, _SIGNS = frozenset("[{("), frozenset("]})"), frozenset("+-")
 _VALUE_TOKENS = frozenset({tokenize.NAME, tokenize.NUMBER, tokenize.STRING})
 # between tokens: not the previous token a sign follows
@@ -45,20 +58,26 @@ _SPACING_TOKENS = frozenset(
     | {tokenize.ENDMARKER}
 )
 _UNTOKENIZED = (tokenize.TokenError, SyntaxError)  # an unclosed string or bracket
+# numpy's `str()` of an array parts its items with spaces alone: a turn's `}` or the cut's
+# `...`, then the next turn's `{` or the cut
+_ITEM_END, _ITEM_START = frozenset({"}", "..."}), frozenset({"{", "..."})
 # What the parsers raise on a text that is no literal or no JSON: json's RecursionError on
 # deep nesting, literal_eval's TypeError on an unhashable key, the rest their own errors
 _NOT_PARSED = (ValueError, SyntaxError, TypeError, RecursionError)
+_NUMPY = "numpy's text of an array"
+_ARRAY_KEYWORDS = frozenset({"dtype", "shape"})
 
 
 def chat_written_as_text(text: str, column: str) -> str | None:
-    """Why the text prompt `text` of `column` cannot train (chat turns written out as JSON or
-    as a Python literal, which form named), or None when it is a prompt to read as text."""
+    """Why the text prompt `text` of `column` cannot train (chat turns written out as JSON, as
+    a Python literal or as numpy's text of an array, CSV-quoted or not, which form named), or
+    None when it is a prompt to read as text."""
     stripped = text.strip()
-    if not (stripped.startswith("[") and stripped.endswith("]")):
-        return None
     if not all(key.search(stripped) for key in _TURN_KEYS):
         return None
-    form = _parsed_form(stripped)
+    form = next(
+        filter(None, (_parsed_form(field, where) for where, field in _unquoted(stripped))), None
+    )
     if form is None:
         return None
     return (
@@ -69,56 +88,124 @@ def chat_written_as_text(text: str, column: str) -> str | None:
     )
 
 
-def _parsed_form(text: str) -> str | None:
-    """The form ("JSON", "a Python literal") in which `text` parses as chat turns, or None.
-    Text that parses as JSON is not parsed again as a literal: JSON's value is the one."""
-    if not _within_bounds(text):
+def _unquoted(text: str) -> Iterator[tuple[str, str]]:
+    """`text` as it is (""), then, where it has a CSV field's quotes (around it, or doubled
+    inside it), the field they quote (" in CSV quotes"): one level, what one CSV round trip
+    leaves."""
+    yield "", text
+    quoted = len(text) > 1 and text[0] == text[-1] == '"'
+    if quoted or '""' in text:
+        yield " in CSV quotes", (text[1:-1] if quoted else text).replace('""', '"')
+
+
+def _parsed_form(text: str, where: str) -> str | None:
+    """The form (`JSON`, `a Python literal`, numpy's text of an array, then `where`) in which
+    `text` parses as chat turns, or None. Text that parses as JSON is not parsed again as a
+    literal: JSON's value is the one."""
+    if not _WRITTEN_LIST.fullmatch(text) or (commas := _missing_commas(text)) is None:
         return None
-    for form, parse in (("JSON", json.loads), ("a Python literal", ast.literal_eval)):
-        try:
-            value = parse(text)
-        except _NOT_PARSED:
-            continue
-        return form if _is_turns(value) else None
-    return None
+    try:
+        return f"JSON{where}" if _is_turns(json.loads(text)) else None
+    except _NOT_PARSED:
+        pass
+    for offset in reversed(commas):
+        text = f"{text[:offset]},{text[offset:]}"
+    try:
+        tree = ast.parse(text, mode="eval").body
+        numpy = bool(commas) or _has_arrays(tree)
+        value = ast.literal_eval(_without_numpy(tree) if numpy else tree)
+    except _NOT_PARSED:
+        return None
+    form = _NUMPY if numpy else "a Python literal"
+    return f"{form}{where}" if _is_turns(value) else None
 
 
-def _within_bounds(text: str) -> bool:
-    """Whether `text`'s tokens are all ones a literal or JSON is written with, at most
-    _MAX_TOKENS of them, nested at most _MAX_DEPTH deep, with no sign after a sign: read
-    one token at a time, so a text of too many costs no more than that many. A text that
-    fails this is no literal nor JSON, or none of a chat's size."""
-    depth, count, previous = 0, 0, ""
+def _missing_commas(text: str) -> list[int] | None:
+    """The offsets in `text` where numpy's `str()` of an array left out the comma between two
+    items (only spaces and line breaks between them), or None when `text` is out of bounds:
+    its tokens not all ones a literal, JSON or numpy's text is written with, more than
+    _MAX_TOKENS of them, nested over _MAX_DEPTH deep, or a sign after a sign. Read one token
+    at a time, so a text of too many costs no more than that many."""
+    line_starts = [0, *accumulate(len(line) + 1 for line in text.split("\n"))]
+    commas: list[int] = []
+    depth, count, previous, end = 0, 0, "", 0
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.type in _SPACING_TOKENS:
                 continue
             count += 1
             if count > _MAX_TOKENS:
-                return False
-            if token.type == tokenize.NAME and token.string not in _LITERAL_NAMES:
-                return False
+                return None
+            word = token.string
+            if keyword.iskeyword(word) and word not in _LITERAL_KEYWORDS:
+                return None
             if token.type == tokenize.OP:
-                if token.string not in _LITERAL_OPS:
-                    return False
-                if token.string in _SIGNS and previous in _SIGNS:
-                    return False
-                depth += (token.string in _OPENING) - (token.string in _CLOSING)
+                if word not in _LITERAL_OPS or (word in _SIGNS and previous in _SIGNS):
+                    return None
+                depth += (word in _OPENING) - (word in _CLOSING)
                 if depth > _MAX_DEPTH:
-                    return False
+                    return None
+                if word in _ITEM_START and previous in _ITEM_END:
+                    commas.append(end)
             elif token.type not in _VALUE_TOKENS:
-                return False
-            previous = token.string
+                return None
+            previous, (row, column) = word, token.end
+            end = line_starts[row - 1] + column
     except _UNTOKENIZED:
-        return False
-    return True
+        return None
+    return commas
+
+
+def _has_arrays(tree: ast.expr) -> bool:
+    """Whether `tree` holds numpy's repr of an array, `array(...)`."""
+    return any(_array_items(node) is not None for node in ast.walk(tree))
+
+
+def _array_items(node: ast.AST) -> ast.expr | None:
+    """What numpy's repr `array(ITEMS, dtype=..., shape=...)` of an array holds (either
+    keyword may be left out; numpy writes the shape of an array it cut), or None where
+    `node` is no such repr."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return None
+    if node.func.id != "array" or len(node.args) != 1:
+        return None
+    return node.args[0] if {k.arg for k in node.keywords} <= _ARRAY_KEYWORDS else None
+
+
+class _ArraysAsLists(ast.NodeTransformer):
+    """numpy's `array(ITEMS, dtype=..., shape=...)` read as ITEMS, never called; the
+    keywords are dropped."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        items = _array_items(node)
+        return node if items is None else self.visit(items)
+
+
+def _without_numpy(tree: ast.expr) -> ast.expr:
+    """`tree`, numpy's text of an array, as the literal it stands for: `array(...)` read as
+    the list it holds, and the `...` where numpy cut a long array's middle left out of the
+    turns. A `...` elsewhere is kept: no chat holds one."""
+    tree = _ArraysAsLists().visit(tree)
+    if isinstance(tree, ast.List):
+        tree.elts = [
+            item
+            for item in tree.elts
+            if not (isinstance(item, ast.Constant) and item.value is Ellipsis)
+        ]
+    return tree
 
 
 def _is_turns(value: Any) -> bool:
     """Whether `value` is a non-empty list whose every item is a dict with a role and a
-    content: the shape of a chat."""
+    content: the shape of a chat. A role or content that is `...` is a template's
+    (`[{"role": ..., "content": ...}]`), not a chat's."""
     return (
         isinstance(value, list)
         and bool(value)
-        and all(isinstance(turn, dict) and {"role", "content"} <= turn.keys() for turn in value)
+        and all(
+            isinstance(turn, dict)
+            and {"role", "content"} <= turn.keys()
+            and Ellipsis not in turn.values()
+            for turn in value
+        )
     )

@@ -1,14 +1,16 @@
-"""A prompt cell holding its chat turns written out as text (JSON, or a Python literal: what a
-CSV round trip or `df.astype(str)` leaves) is refused naming file, row and column, in a GRPO
-`prompt` and an SFT prompt alike, by train's loader and by `mfsdp config check`: it trained as
-literal text (the policy asked `[{"content": ...}]`), exit 0, while the same mistake in an SFT
-`messages` column was refused. A plain prompt that starts with `[` still reads."""
+"""A prompt cell holding its chat turns written out as text (JSON, a Python literal or numpy's
+text of an array: what a CSV round trip or `df.astype(str)` leaves) is refused naming file,
+row and column, in a GRPO `prompt` and an SFT prompt alike, by train's loader and by
+`mfsdp config check`: it trained as literal text (the policy asked `[{"content": ...}]`),
+exit 0, while the same mistake in an SFT `messages` column was refused. A plain prompt that
+starts with `[` still reads."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cli.config_check import check_config
@@ -20,7 +22,13 @@ from trainer.grpo.data import load_rl_prompts
 from trainer.tiny import build_tokenizer
 
 TURNS = [{"role": "user", "content": "What is 2 + 3?"}]
-WRITTEN = {"JSON": json.dumps(TURNS), "a Python literal": str(TURNS)}
+# pandas' astype(str) or to_csv of a parquet list cell: numpy's text of the array it holds
+NUMPY = str(np.array([*TURNS, {"role": "assistant", "content": "5"}], dtype=object))
+WRITTEN = {
+    "JSON": json.dumps(TURNS),
+    "a Python literal": str(TURNS),
+    "numpy's text of an array": NUMPY,
+}
 # texts that start with `[` and are prompts, not turns written out
 PLAIN = ["[1, 2, 3] sorted?", "[]", '[{"role": "user"}]', "[x for x in y]", "[" * 1200 + "]" * 1200]
 
