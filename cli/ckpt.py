@@ -245,10 +245,14 @@ def _verdict(report: ValidationReport, strict: bool, deep: bool) -> str:
     the first refusal: INVALID there read as damage, and sent users to delete days of
     compute. Damage (any other error) is never UNSUPPORTED (`ValidationReport.verdict`).
     A path that is damage no check read past (a save that did not finish) has nothing more
-    to say: "layout unread, 0 tensors, 0 files" read as a checkpoint read and found empty."""
+    to say: "layout unread, 0 tensors, 0 files" read as a checkpoint read and found empty;
+    a run dir whose tracker failed names the complete steps beside it to give instead."""
     from mfsdp_ckpt.check.printable import MAX_ERROR_CHARS, cut_to
     from mfsdp_ckpt.check.report import UNSUPPORTED
 
+    if report.failed_tracker is not None:  # the steps to give instead
+        tracker = Path(report.failed_tracker).name
+        return f"INVALID: {report.checkpoint} ({tracker} failed, see above; {report.offered})"
     if not report.read:  # damage met finding the checkpoint: its error line says which
         return f"INVALID: {report.checkpoint} (not read as a checkpoint: see the error above)"
     details = _details(report, strict, deep)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to, printable
 from mfsdp_ckpt.format.optimizer_states import HeldStates
+from mfsdp_ckpt.format.run_steps import newest_of
 from mfsdp_ckpt.format.unread_manifest import unread_manifest
 
 ERROR, WARNING = "error", "warning"
@@ -93,6 +94,8 @@ class ValidationReport:
         self._run_record: tuple[str, str] | None = None  # (run dir, its tracker)
         self._unsupported: list[Finding] = []  # errors that are export's refusals alone
         self._read = True  # False: the path given was no checkpoint to read (`not_read`)
+        # (the tracker that failed, the complete steps beside it): `tracker_failed`
+        self._tracker_failed: tuple[str, list[str]] | None = None
 
     def read_from_run(self, run_dir: str | Path, tracker: str | Path) -> None:
         """The step checked was chosen in run dir `run_dir` by `tracker`: findings there are
@@ -119,6 +122,34 @@ class ValidationReport:
         self.checkpoint, self.has_manifest = self.path, False
         self.add_error(where, err)
         self._read = False
+
+    def tracker_failed(self, tracker: str | Path, err: Exception, complete: list[Path]) -> None:
+        """The run dir given was not read because its tracker (`tracker`, `err` saying
+        what is wrong) failed, beside step dirs `complete` (oldest first) that each read
+        alone: INVALID as `not_read`, and the verdict (`--json`'s `note` too) names those
+        steps, so the user gives one. Said as "not read as a checkpoint", a sound step
+        beside a bad tracker went unmentioned."""
+        self.not_read(tracker, err)
+        self._tracker_failed = (str(tracker), [str(step) for step in complete])
+
+    @property
+    def failed_tracker(self) -> str | None:
+        """The tracker `tracker_failed` was given; None where none failed so."""
+        return None if self._tracker_failed is None else self._tracker_failed[0]
+
+    @property
+    def offered(self) -> str | None:
+        """Where a tracker failed (`tracker_failed`): the complete steps to give instead, in
+        words ("complete step dir here: RUN/iter_0000010: give it to validate that step",
+        or that none is complete); None otherwise."""
+        if self._tracker_failed is None:
+            return None
+        complete = self._tracker_failed[1]
+        if not complete:
+            return "no complete step dir here"
+        if len(complete) == 1:
+            return f"complete step dir here: {complete[0]}: give it to validate that step"
+        return f"complete step dirs here: {newest_of(complete)}: give one to validate that step"
 
     @property
     def read(self) -> bool:
@@ -208,6 +239,9 @@ class ValidationReport:
                 finding[key] = cut_to(finding[key])
         data["valid"] = self.ok(strict)
         data["verdict"] = self.verdict(strict)
+        if self._tracker_failed is not None:
+            offered = f"{self.failed_tracker} failed; {self.offered}"
+            data["note"] = "; ".join(filter(None, (self.note, offered)))
         failed = self.failed_run(strict)
         if failed is not None:
             data["checkpoint"] = failed[0]

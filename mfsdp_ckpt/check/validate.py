@@ -89,7 +89,8 @@ def validate_checkpoint(
 
     Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all; a
     path that is damage resolving it meets (a save that did not finish, a run dir whose saves
-    never did) is reported as an invalid checkpoint (`ValidationReport.not_read`).
+    never did) is reported as an invalid checkpoint (`ValidationReport.not_read`), and a run
+    dir whose tracker failed as that, with its complete steps (`tracker_failed`).
     """
     path_refusals.refuse_url(path)
     report = ValidationReport(path=str(path), deep=deep)
@@ -99,6 +100,9 @@ def validate_checkpoint(
         where = err.file if err.file is not None else Path(path)
         report.checkpoint, report.has_manifest = str(where.parent), False
         report.add_error(where, err)
+        return report
+    except layout.DamagedTrackerError as err:  # the steps beside it are offered
+        report.tracker_failed(err.tracker, err, run_steps.complete_step_dirs(err.run))
         return report
     except (layout.IncompleteCheckpointError, layout.DamagedRunDirError) as err:
         report.not_read(_named_first(str(err), path), err)  # damage: the verdict, not a failure

@@ -54,6 +54,7 @@ from mfsdp_ckpt.format.layout import (
     CheckpointPathError,
     CheckpointPaths,
     DamagedRunDirError,
+    DamagedTrackerError,
     ForeignFormatError,
     IncompleteCheckpointError,
     is_megatron_step_name,
@@ -89,6 +90,7 @@ from mfsdp_ckpt.format.run_steps import (
     resume_step,
     step_dirs,
     steps_here,
+    unfinished_said,
     unfinished_saves,
     untracked_step_note,
 )
@@ -385,6 +387,8 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
         suffix = other_tracker_suffix(run, tracked)
         if not suffix:
             raise
+        if isinstance(err, DamagedTrackerError):
+            raise DamagedTrackerError(f"{err}{suffix}", err.tracker) from None
         raise type(err)(f"{err}{suffix}") from None
     if paths is None or tracked is None:
         return paths
@@ -399,8 +403,9 @@ def _from_tracked_run(
     steps = step_dirs(run, names if tracked is None else children(run))
     if not steps:
         if tracked is not None:
-            raise DamagedRunDirError(
-                f"{run / tracker}: names {tracked!r}, but there is no step dir here"
+            raise DamagedTrackerError(
+                f"{run / tracker}: names {tracked!r}, but there is no step dir here",
+                run / tracker,
             )
         unfinished = sorted(int(m.group(1)) for m in map(TMP_STEP_RE.match, names) if m)
         if unfinished:
@@ -539,32 +544,33 @@ def _refuse_choosing(run: Path, names: list[str]) -> None:
     """Several step dirs and no tracker: the complete ones are offered to choose from, and
     those whose save did not finish are named as such, not offered (given, one is refused).
     With none complete there is nothing to choose: a damaged run (exit 1)."""
-    unfinished = unfinished_saves(run, names)
+    unfinished = [name for name in names if name in unfinished_saves(run, names)]
     complete = [name for name in names if name not in unfinished]
-    did_not_finish = (
-        f"{newest_of([n for n in names if n in unfinished])}"
-        f" {'is a save' if len(unfinished) == 1 else 'are saves'} that did not finish"
-    )
+    did_not_finish = unfinished_said(run, unfinished) if unfinished else None
     missing, loader = _untracked_loader(run, complete or names, None)
     if not complete:
         raise IncompleteCheckpointError(
             f"{run}: {len(names)} step dirs and no {missing}, and none is complete"
             f" ({did_not_finish})"
         )
-    _refuse_unread_steps(run, len(names), complete, missing)
-    shown = newest_of(complete) + (f"; {did_not_finish}" if unfinished else "")
+    _refuse_unread_steps(run, len(names), complete, missing, did_not_finish)
+    newest = " (the newest complete one)" if names[-1] in unfinished else ""
+    shown = newest_of(complete) + newest + (f"; {did_not_finish}" if did_not_finish else "")
     raise CheckpointPathError(
         f"{run}: {len(names)} step dirs and no {missing}; give one of them ({shown}): none"
         f" is taken, as {loader} would start from scratch"
     )
 
 
-def _refuse_unread_steps(run: Path, count: int, complete: list[str], missing: str) -> None:
+def _refuse_unread_steps(
+    run: Path, count: int, complete: list[str], missing: str, did_not_finish: str | None
+) -> None:
     """Complete step dirs none of which is in a format mfsdp reads (verl's FSDP backend's)
     were offered to choose from, and the one chosen was refused next: the newest one's
     refusal (what it is and what converts it) is said at once, as a run with a tracker
-    says it. Newest first, and a step that is not refused so ends the search: a run of
-    steps mfsdp reads costs one resolution."""
+    says it, after the saves that did not finish (`did_not_finish`), which a newer one
+    is: "the newest" named the older complete step alone. Newest first, and a step that
+    is not refused so ends the search: a run of steps mfsdp reads costs one resolution."""
     refused: ForeignFormatError | None = None
     for name in reversed(complete):  # natural order: the newest last
         try:
@@ -576,10 +582,13 @@ def _refuse_unread_steps(run: Path, count: int, complete: list[str], missing: st
             return  # chosen, that step says what is wrong with it
         return
     if refused is not None:
-        raise ForeignFormatError(
-            f"{run}: {count} step dirs and no {missing}, none in a format mfsdp reads;"
-            f" the newest: {refused}"
+        none = (
+            f"; {did_not_finish}; none of the complete ones is in a format mfsdp reads; the"
+            " newest complete one"
+            if did_not_finish
+            else ", none in a format mfsdp reads; the newest"
         )
+        raise ForeignFormatError(f"{run}: {count} step dirs and no {missing}{none}: {refused}")
 
 
 def _tracked_step_dir(
@@ -603,8 +612,8 @@ def _tracked_step_dir(
         if not_dirs
         else f"{' / '.join(c + '/' for c in _own_names(candidates, steps))} is missing"
     )
-    raise DamagedRunDirError(
-        f"{run / tracker}: names step {tracked!r}, but {what}{steps_here(run)}"
+    raise DamagedTrackerError(
+        f"{run / tracker}: names step {tracked!r}, but {what}{steps_here(run)}", run / tracker
     )
 
 
@@ -625,8 +634,9 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
     no tracker the newest complete step, as a resume takes it, said in a note."""
     if tracked is not None:
         if tracked == MEGATRON_RELEASE_DIR:
-            raise DamagedRunDirError(
-                f"{run / TRACKER_FILE}: expected a step number, found 'release'{steps_here(run)}"
+            raise DamagedTrackerError(
+                f"{run / TRACKER_FILE}: expected a step number, found 'release'{steps_here(run)}",
+                run / TRACKER_FILE,
             )
         target = step_dir(run, int(tracked))
         if not is_file(target / MANIFEST_FILE):
@@ -640,8 +650,9 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
                 if os.path.lexists(target)
                 else f"{target} is missing"
             )
-            raise DamagedRunDirError(
-                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {what}{steps_here(run)}"
+            raise DamagedTrackerError(
+                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {what}{steps_here(run)}",
+                run / TRACKER_FILE,
             )
         return _our_step(run, target, resume_refusal(run))
     target = step_dir(run, list_complete_steps(run)[-1])

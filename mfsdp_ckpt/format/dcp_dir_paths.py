@@ -12,6 +12,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file
 from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format, refuse_torchtitan
@@ -37,11 +38,13 @@ from mfsdp_ckpt.format.layout import (
     VERL_SFT_V2,
     CheckpointPathError,
     CheckpointPaths,
+    DamagedTrackerError,
     noted,
     parse_step_dir_name,
 )
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.run_steps import is_ours
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 
 def from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
@@ -105,10 +108,18 @@ def _hf_trainer_paths(dcp: Path) -> CheckpointPaths:
     Trainer's checkpoint-N, whose run is the dir above), with the optimizer state in
     `optimizer_K/` beside it, config.json and tokenizer files beside it when saved there
     (as whatever is there under the name, so that a link or a FIFO is refused by the
-    reader, not taken for no config), and the step trainer_state.json records."""
+    reader, not taken for no config), and the step trainer_state.json records (one that
+    does not read is DamagedTrackerError: the Trainer cannot resume from it, and validate
+    offers the run's other checkpoints)."""
     checkpoint = dcp.parent
     in_run = hf_trainer.checkpoint_number(checkpoint.name) is not None
-    step, note = hf_trainer.recorded_step(checkpoint)
+    try:
+        step, note = hf_trainer.recorded_step(checkpoint)
+    except (CheckpointFormatError, CheckpointFileError) as err:  # the Trainer's resume fails
+        tracker = checkpoint / hf_trainer.TRAINER_STATE_FILE
+        raise DamagedTrackerError(
+            str(err), tracker, checkpoint.parent if in_run else checkpoint
+        ) from None
     if in_run and not os.path.lexists(checkpoint / hf_trainer.TRAINER_STATE_FILE):
         note = (
             f"{checkpoint} holds no {hf_trainer.TRAINER_STATE_FILE}, which the Trainer writes"

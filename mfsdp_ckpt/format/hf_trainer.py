@@ -96,6 +96,23 @@ def checkpoint_number(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def resumable_checkpoints(run: Path, names: list[str]) -> list[Path]:
+    """The `checkpoint-N` dirs among `names` (entries of the Trainer's output dir `run`),
+    oldest first, whose trainer_state.json is there and reads (`recorded_step`): those
+    resume_from_checkpoint resumes, which a refusal of a damaged one offers instead."""
+    found = []
+    for name in sorted(names, key=lambda n: checkpoint_number(n) or -1):
+        checkpoint = run / name
+        if checkpoint_number(name) is None or not os.path.lexists(checkpoint / TRAINER_STATE_FILE):
+            continue
+        try:
+            recorded_step(checkpoint)
+        except (CheckpointFormatError, OSError, ValueError):
+            continue
+        found.append(checkpoint)
+    return found
+
+
 def optimizer_dir(model_dcp: Path) -> Path:
     """`optimizer_K/` beside `pytorch_model_fsdp_K/`: the Trainer saves one model and one
     optimizer, both index 0."""

@@ -117,6 +117,23 @@ class DamagedRunDirError(MfsdpFailedError, ValueError):
     exit 1 (a path that is no checkpoint at all is a CheckpointPathError, exit 2)."""
 
 
+class DamagedTrackerError(DamagedRunDirError):
+    """A run dir's tracker (the file naming the step its trainer resumes) that cannot be
+    read or names no step dir here, or the Hugging Face Trainer's trainer_state.json that
+    a checkpoint-N resumes from. `tracker` is that file and `run` the dir holding the steps
+    (the tracker's own dir where not given): a reader names the file as what failed, and
+    can still offer the run's complete steps, any of which reads alone (a refusal of the
+    whole run dir sent users to think no step of it was sound)."""
+
+    def __init__(self, message: str, tracker: Path, run: Path | None = None) -> None:
+        super().__init__(message)
+        self.tracker = tracker
+        self.run = tracker.parent if run is None else run
+
+    def __reduce__(self):  # raised in a worker, it crosses back whole, tracker included
+        return type(self), (str(self), self.tracker, self.run)
+
+
 class IncompleteCheckpointError(MfsdpFailedError, ValueError):
     """A recognised layout whose dist_ckpt/ holds no `.metadata` (a save that did not
     finish, or verl's manifest naming empty dirs), or a Megatron torch_dist save without

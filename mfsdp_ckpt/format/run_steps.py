@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to
+from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import children, is_dir
 from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
@@ -34,6 +35,7 @@ from mfsdp_ckpt.format.layout import (
     VERL_MODEL_DIR,
     CheckpointPathError,
     DamagedRunDirError,
+    DamagedTrackerError,
     ForeignFormatError,
     is_megatron_step_name,
     parse_step_dir_name,
@@ -263,10 +265,11 @@ def read_tracker(run_dir: str | os.PathLike) -> int | None:
     if text is None:
         return None
     if not _STEP_TEXT_RE.fullmatch(text):
-        raise DamagedRunDirError(
-            f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found"
-            f" {cut_to(repr(text), 40)}"
-            f"{steps_here(run_dir)}"
+        tracker = Path(run_dir) / TRACKER_FILE
+        raise DamagedTrackerError(
+            f"{tracker}: expected a step number, found {cut_to(repr(text), 40)}"
+            f"{steps_here(run_dir)}",
+            tracker,
         )
     return int(text)
 
@@ -276,18 +279,19 @@ def read_tracker_text(run_dir: str | os.PathLike) -> str | None:
 
     Read through `safe_files`: a FIFO, a directory, 5,000 digits or non-UTF-8 bytes are
     one line naming the file, not a hang or a traceback. Any of them, an empty tracker or
-    one that holds no step number is a damaged run dir (DamagedRunDirError)."""
+    one that holds no step number is a damaged tracker (DamagedTrackerError)."""
     tracker = Path(run_dir) / TRACKER_FILE
     if not os.path.lexists(tracker):
         return None
     try:
         text = safe_files.read_text(tracker, TRACKER_MAX_BYTES, root=run_dir).strip()
     except CheckpointFileError as err:
-        raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
+        raise DamagedTrackerError(f"{err}{steps_here(run_dir)}", tracker) from None
     if not (_STEP_TEXT_RE.fullmatch(text) or text == MEGATRON_RELEASE_DIR):
-        raise DamagedRunDirError(
+        raise DamagedTrackerError(
             f"{tracker}: expected a step number, found"
-            f" {cut_to(repr(text), 40)}{steps_here(run_dir)}"
+            f" {cut_to(repr(text), 40)}{steps_here(run_dir)}",
+            tracker,
         )
     return text
 
@@ -296,7 +300,7 @@ def read_bridge_tracker(run_dir: str | os.PathLike) -> str | None:
     """The step Megatron-Bridge's `latest_train_state.pt` names, as tracker text; None when
     absent. Read bounded through `safe_files` and `saved_objects.load_scalars` (the
     restricted unpickler: no torch.load); anything but a train state with an integer
-    `step` of at least 0 is a damaged run dir."""
+    `step` of at least 0 is a damaged tracker (DamagedTrackerError)."""
     from mfsdp_ckpt.errors import CheckpointFormatError
     from mfsdp_ckpt.format.saved_objects import load_scalars
 
@@ -307,10 +311,10 @@ def read_bridge_tracker(run_dir: str | os.PathLike) -> str | None:
         raw = safe_files.read_bytes(tracker, BRIDGE_TRACKER_MAX_BYTES, root=run_dir)
         scalars = load_scalars(raw, str(tracker))
     except (CheckpointFileError, CheckpointFormatError) as err:
-        raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
+        raise DamagedTrackerError(f"{err}{steps_here(run_dir)}", tracker) from None
     problem = _bridge_step_problem(scalars)
     if problem is not None:
-        raise DamagedRunDirError(f"{tracker}: {problem}{steps_here(run_dir)}")
+        raise DamagedTrackerError(f"{tracker}: {problem}{steps_here(run_dir)}", tracker)
     return str(scalars["step"])
 
 
@@ -380,6 +384,22 @@ def steps_here(run_dir: str | os.PathLike) -> str:
     if not names:
         return " (no step dirs here)"
     return f" (step dirs here: {newest_of(marked_unfinished(run, names))})"
+
+
+def complete_step_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """The step dirs of `run_dir` that `step_states` finds complete, oldest first (in the
+    Hugging Face Trainer's output dir, its checkpoints that resume: `resumable_checkpoints`):
+    those a user may give in place of a run dir whose tracker failed, each read alone."""
+    run = Path(run_dir)
+    try:
+        entries = children(run)
+    except (CheckpointPathError, CheckpointFileError):
+        return []
+    names = sorted(step_dirs(run, entries), key=natural_order)
+    if not names:
+        return hf_trainer.resumable_checkpoints(run, entries)
+    states = step_states(run, names)
+    return [run / name for name in names if states[name] == COMPLETE]
 
 
 def marked_unfinished(run: Path, names: list[str]) -> list[str]:
@@ -456,6 +476,27 @@ def unfinished_save(step: Path) -> str | None:
     if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
         return f"{DCP_METADATA_FILE}, which a save writes last"
     return None
+
+
+def unfinished_said(run: Path, unfinished: list[str]) -> str:
+    """Step dirs `unfinished` of `run` (oldest first, each a save `step_states` finds did
+    not finish), in words: the newest by its path, with what it lacks that its save writes
+    last (`unfinished_save`) or that it is empty. A list of the steps to give named such a
+    save by its name alone, and a refusal naming the complete ones called the older step
+    "the newest" without it."""
+    newest = run / unfinished[-1]
+    why = f"holds no {MANIFEST_FILE}, which mfsdp writes last"  # a step of mfsdp's run
+    try:
+        lacks = unfinished_save(newest) if children(newest) else "nothing"
+    except (CheckpointPathError, CheckpointFileError):
+        lacks = None
+    if lacks == "nothing":
+        why = "is empty"
+    elif lacks is not None:
+        why = f"holds no {lacks}"
+    if len(unfinished) == 1:
+        return f"{newest} is a save that did not finish (it {why})"
+    return f"{newest_of(unfinished)} are saves that did not finish ({newest} {why})"
 
 
 def _is_foreign(holder: Path) -> bool:

@@ -132,11 +132,12 @@ def test_step_dirs_to_choose_from_are_the_complete_ones(kind, made_optim, tmp_pa
         checkpoint_resolution.resolve_checkpoint(run)
     assert str(caught.value) == (
         f"{run}: 2 step dirs and no {layout.TRACKER_FILE}; give one of them"
-        f" ({step.name}; {newer.name} is a save that did not finish): none is taken, as"
+        f" ({step.name} (the newest complete one); {newer} is a save that did not finish (it"
+        f" holds no {layout.DCP_METADATA_FILE}, which a save writes last)): none is taken, as"
         f" {LOADERS[kind].format(run=run)} would start from scratch"
     )
     code, _out, err = run_cli("ckpt", "inspect", run)
-    assert code == 2 and f"give one of them ({step.name};" in one_error_line(err), err
+    assert code == 2 and f"give one of them ({step.name} (the newest" in one_error_line(err), err
     shutil.rmtree(step)
     _unfinished_newer(newer, number + 2)
     with pytest.raises(layout.IncompleteCheckpointError, match="none is complete"):

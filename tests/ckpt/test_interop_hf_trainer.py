@@ -265,7 +265,11 @@ def test_a_hostile_trainer_state_is_one_line(case, run):
     state_file.unlink()
     make(state_file)
     for given in (run, _newest(run) / "pytorch_model_fsdp_0"):
-        code, _out, err = run_cli("ckpt", "validate", given)
+        code, out, err = run_cli("ckpt", "validate", given)  # validate's finding and verdict
+        line = one_error_line(out)
+        assert code == 1 and expected in line and hf_trainer.TRAINER_STATE_FILE in line, out
+        assert out.splitlines()[-1].startswith(f"INVALID: {given} ("), out + err
+        code, _out, err = run_cli("ckpt", "inspect", given)
         line = one_error_line(err)
         assert code == 1 and expected in line and hf_trainer.TRAINER_STATE_FILE in line, err
 

@@ -199,7 +199,14 @@ def test_our_run_read_says_what_resume_does_with_it(ours, tmp_path, newer, track
     assert code == 0 and f"note: {paths.note}" in err.splitlines(), out + err
 
 
-@pytest.mark.parametrize("newest", ["a .distcp alone", "nothing"])
+# what each unfinished newest save is said to lack
+WHY = {
+    "a .distcp alone": f"holds no {layout.DCP_METADATA_FILE}, which a save writes last",
+    "nothing": "is empty",
+}
+
+
+@pytest.mark.parametrize("newest", list(WHY))
 def test_a_bridge_run_without_trackers_says_its_unfinished_newest_save(bridge, tmp_path, newest):
     """Was: Megatron-LM's tracker and load named when the newest iter_N/ was a save that did
     not finish (asked alone whose run it is), and an empty one offered as a step to give."""
@@ -211,8 +218,9 @@ def test_a_bridge_run_without_trackers_says_its_unfinished_newest_save(bridge, t
     assert code == 2, out + err
     assert one_error_line(err) == (
         f"error: {run}: 3 step dirs and no {PT} or {TXT}; give one of them (iter_0000010,"
-        " iter_0000020; iter_0000030 is a save that did not finish): none is taken, as"
-        f" Megatron-Bridge's load from {run} would start from scratch"
+        f" iter_0000020 (the newest complete one); {run / 'iter_0000030'} is a save that did"
+        f" not finish (it {WHY[newest]})): none is taken, as Megatron-Bridge's load from {run}"
+        " would start from scratch"
     )
     code, out, err = run_cli("ckpt", "inspect", run / "iter_0000030")
     assert code == 1 and "did not finish" in one_error_line(err), out + err
