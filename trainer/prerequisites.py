@@ -9,7 +9,8 @@ how many GPUs this process sees (CUDA_VISIBLE_DEVICES included), as torch would.
 tracker needs a key wandb will find (`trainer.wandb_key`, read without importing wandb).
 A GRPO run whose prompt and response lengths add up past the model's context crashed in
 vLLM's engine with a traceback per rank: the limit is read from the model's config (or its
-named shape's fields) here.
+named shape's fields) here; so is the vLLM engine's KV cache size on CPU, an environment
+variable vLLM reads as it starts.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import ctypes
 import importlib.util
 import math
 import os
+import re
 from typing import Any, NamedTuple
 
+from mfsdp_ckpt.check.printable import cut_to
 from trainer.config import MEGATRON_FSDP_NEEDS_CUDA, ConfigError
 from trainer.model_source import ModelSource, check_tokenizer_present, resolve_model_source
 from trainer.shapes import SHAPES
@@ -43,7 +46,7 @@ MEGATRON_FSDP_MISSING = (
 def check_prerequisites(cfg: Any) -> None:
     """ConfigError (exit 2, one line) when the config asks for what this machine lacks, or
     its model dir (or model.tokenizer) lacks the tokenizer the run would load from it, or
-    the context its rollouts need."""
+    the context its rollouts need, or vLLM's KV cache size is no size."""
     source = resolve_model_source(cfg.model)
     check_tokenizer_present(cfg.model, source)
     check_tokenizer_vocabulary(cfg.model, source)
@@ -52,6 +55,8 @@ def check_prerequisites(cfg: Any) -> None:
         check_context_length(cfg, source)
     if rollout is not None and rollout.name == "vllm" and not installed("vllm"):
         raise ConfigError(VLLM_MISSING)
+    if rollout is not None and may_run_vllm(rollout.name):
+        check_cpu_kv_cache_space(cfg.trainer.device)
     if "wandb" in cfg.trainer.logger:  # else every rank failed (or prompted) once built
         problem = wandb_key_problem()
         if problem is not None:
@@ -61,6 +66,28 @@ def check_prerequisites(cfg: Any) -> None:
             raise ConfigError(MEGATRON_FSDP_MISSING)
         if cfg.trainer.device == "cpu" or visible_cuda_devices() == 0:
             raise ConfigError(MEGATRON_FSDP_NEEDS_CUDA)
+
+
+CPU_KV_CACHE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"  # GiB of vLLM's KV cache on CPU
+DEFAULT_CPU_KV_CACHE_GIB = 1  # what the engine sets where it is unset
+
+
+def check_cpu_kv_cache_space(device: str) -> None:
+    """ConfigError (exit 2) naming VLLM_CPU_KVCACHE_SPACE and its value when it is set to
+    anything but a whole number of GiB and the run's vLLM engine runs on CPU (trainer.device
+    `device`: cpu, or auto without a GPU), the one place vLLM reads it: its int() of it failed
+    once torch, the model and vLLM had loaded, in a line that named neither the variable nor
+    its value."""
+    value = os.environ.get(CPU_KV_CACHE_VARIABLE)
+    if value is None or re.fullmatch(r"[0-9]+", value.strip()):
+        return
+    if device == "cuda" or (device == "auto" and visible_cuda_devices() > 0):
+        return
+    raise ConfigError(
+        f"the environment variable {CPU_KV_CACHE_VARIABLE} is {cut_to(repr(value), 80)}, not a"
+        " whole number of GiB (0 or more): the size of the vLLM engine's KV cache on CPU; set"
+        f" it to one, or unset it for {DEFAULT_CPU_KV_CACHE_GIB}"
+    )
 
 
 def installed(package: str) -> bool:
@@ -127,8 +154,10 @@ def check_context_length(cfg: Any, source: ModelSource | None) -> None:
     A named shape (`model.shape`, no model dir) is held to its own fields: vLLM and the hf
     engine run it the same way (an unknown shape is refused as the config is loaded). Where
     the config does not say (an unreadable config.json, a rope scaling vLLM would read
-    otherwise) or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, nothing is refused here."""
-    if os.environ.get(LONG_CONTEXT_ALLOWED, "0").strip().lower() in ("1", "true"):
+    otherwise), nothing is refused here; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lifts the limit for
+    the hf engine alone (vLLM runs past it with NaN log-probs and token 0, `may_run_vllm`)."""
+    long_allowed = os.environ.get(LONG_CONTEXT_ALLOWED, "0").strip().lower() in ("1", "true")
+    if long_allowed and not may_run_vllm(cfg.rollout.name):
         return
     fields = _model_config_fields(cfg.model, source)
     limit = None if fields is None else context_limit(fields)
@@ -141,7 +170,22 @@ def check_context_length(cfg: Any, source: ModelSource | None) -> None:
         f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} ="
         f" {prompt + response} tokens, more than the {limit.tokens} the model takes ({limit} in"
         f" {_config_named(cfg.model, source, limit.key)}); lower them to {limit.tokens} together"
-        f"{_defaults_on_a_shape(cfg)}"
+        f"{_defaults_on_a_shape(cfg)}{_vllm_past_the_context() if long_allowed else ''}"
+    )
+
+
+def may_run_vllm(name: str) -> bool:
+    """Whether rollout.name `name` runs the vLLM engine: `vllm`, or `auto` where vLLM is
+    installed (a broken install falls back to hf, but the run is still told of vLLM)."""
+    return name == "vllm" or (name == "auto" and installed("vllm"))
+
+
+def _vllm_past_the_context() -> str:
+    """Why VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does not let the vLLM engine past the context: its
+    rotary cache ends there, and every log-prob past it was NaN and every token 0, trained on."""
+    return (
+        f" ({LONG_CONTEXT_ALLOWED}=1 lets only rollout.name=hf run past it: vLLM returns NaN"
+        " log-probs and token 0 there)"
     )
 
 

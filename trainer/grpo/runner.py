@@ -73,6 +73,7 @@ from trainer.rewards.custom import RewardFunctionError
 from trainer.rewards.dispatch import RewardScorer, Scores
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
+from trainer.rollout.finite_logprobs import check_finite_logprobs
 from trainer.run_dir_links import ROLLOUT_ASSETS_DIR
 from trainer.runner import (
     RunResult,
@@ -234,6 +235,7 @@ class GRPOSteps(StepHooks):
         )
         with _timed(times, "timing/rollout_s", env.device):
             batch = self.engine.generate([p.prompt_ids for p in prompts], params)
+        check_finite_logprobs(batch, step + 1, self.engine.name)  # before scoring or training
         responses = batch.token_lists()
         with _timed(times, "timing/reward_s", env.device):
             texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -62,6 +63,8 @@ class RolloutBatch:
 class RolloutEngine(ABC):
     """Generates from token ids; holds its own copy of the weights, refreshed by
     `update_weights`."""
+
+    name: ClassVar[str]  # the rollout.name that picks it, for the lines that name the engine
 
     @abstractmethod
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:

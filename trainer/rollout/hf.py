@@ -32,6 +32,8 @@ ROW_BUCKETS = 8  # the decoded row count is a multiple of 1/ROW_BUCKETS of the b
 
 
 class HFRolloutEngine(RolloutEngine):
+    name = "hf"
+
     def __init__(
         self,
         model: torch.nn.Module,

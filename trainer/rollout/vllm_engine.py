@@ -20,16 +20,13 @@ import torch
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.closing import close_all
+from trainer.prerequisites import CPU_KV_CACHE_VARIABLE, DEFAULT_CPU_KV_CACHE_GIB
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
 
 if TYPE_CHECKING:  # vLLM is imported where it is used
     from vllm import LLM
     from vllm.config.model import ModelDType
     from vllm.logprobs import Logprob
-
-
-CPU_KV_CACHE_VARIABLE = "VLLM_CPU_KVCACHE_SPACE"
-DEFAULT_CPU_KV_CACHE_GIB = 1
 
 
 def vllm_available() -> bool:
@@ -129,6 +126,8 @@ def vllm_info_only_when_verbose() -> None:
 
 
 class VLLMRolloutEngine(RolloutEngine):
+    name = "vllm"
+
     def __init__(
         self,
         model_dir: str,
