@@ -193,10 +193,11 @@ def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) ->
 
 def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:
     args = typing.get_args(kind)
+    written = value  # a refusal quotes the value as written (`half`), not its alias (`fp16`)
     if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
         value = short_dtype_name(value)
     if value not in args:
-        raise _expected(kind, value, key, source, "one of " + " | ".join(str(a) for a in args))
+        raise _expected(kind, written, key, source, "one of " + " | ".join(str(a) for a in args))
     return value
 
 
