@@ -72,7 +72,7 @@ def stopped_run_line(
     steps; a checkpoint counts once complete, as `checkpoint.resume=auto` counts it).
     `start_over`: what else the user may do, said last (the demo: run it again).
 
-    When that checkpoint is at the run's `last_step` (None: not known), training had
+    When that checkpoint is at or past the run's `last_step` (None: not known), training had
     finished and what was stopped came after it: the line says so, and `then` what is left
     to do (resuming would only start up to say there is nothing left to train).
     `save_every` (`checkpoint.save_every`, 0: not known) names a step reached whose save
@@ -87,8 +87,10 @@ def stopped_run_line(
         return stopped + _step_reached(run_dir, log_every, logged_before) + also
     if step is not None and last_step is not None and step >= last_step:
         left = f"; {then}" if then else ""
+        # a checkpoint past it: a resume after the end was lowered ("step 4 of 3" was said)
+        reached = f" of {last_step}" if step == last_step else f", past its last step {last_step}"
         return (
-            f"{stopped} after training finished (step {step} of {last_step}); its final"
+            f"{stopped} after training finished (step {step}{reached}); its final"
             f" checkpoint is {layout.step_dir(run_dir, step)}{left}{also}"
         )
     stopped += _step_reached(run_dir, log_every, logged_before, save_every, step)
@@ -190,15 +192,18 @@ class FinalValue(NamedTuple):
 
 def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) -> None:
     """Report a runner's result (`trainer.runner.RunResult`: `SFTResult`, `GRPOResult`):
-    where it wrote, the step it reached, the step it resumed from, its final values and its
-    last checkpoint."""
+    where it wrote, the step it reached of the steps this run was set to train, the step it
+    resumed from, its final values and its last checkpoint. The total is this run's
+    (`result.total_steps`), not the one its last checkpoint records: a run with nothing left
+    to train saves none, and a resume of a run stopped at step 4 of 40 with
+    `trainer.total_steps=3` was said to be stopped "at step 4 of 40 by trainer.stop_at_step".
+    Short of it, only `trainer.stop_at_step` ends a run (`trainer.config.end_step`)."""
     checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
-    total = _planned_steps(result.last_checkpoint)
-    stopped_early = total is not None and result.final_step < total
+    stopped_early = result.final_step < result.total_steps
     summary = {
         "run_dir": str(result.run_dir),
         "final_step": result.final_step,
-        "total_steps": total,
+        "total_steps": result.total_steps,
         "stopped_early": stopped_early,
         "resumed_from": result.resumed_from,
         **{final.key: final.value for final in finals},
@@ -209,33 +214,15 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     )
     if stopped_early:  # a job's time limit: the run is to go on, not to be exported yet
         line = (
-            f"{kind}: stopped at step {result.final_step} of {total} by trainer.stop_at_step"
-            f"{shown}; checkpoint {checkpoint}; to go on from it, run the command again with"
-            " trainer.stop_at_step raised or left out"
+            f"{kind}: stopped at step {result.final_step} of {result.total_steps} by"
+            f" trainer.stop_at_step{shown}; checkpoint {checkpoint}; to go on from it, run the"
+            " command again with trainer.stop_at_step raised or left out"
         )
     else:
         line = f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}"
     if checkpoint is not None and not stopped_early:  # what a verl user asks about next
         line += f"; next: {_export_command(Path(result.run_dir), Path(checkpoint))}"
     report(summary, as_json, line)
-
-
-def _planned_steps(checkpoint: Path | None) -> int | None:
-    """The steps the run that saved `checkpoint` was set to train (the `total_steps` both
-    trainers record in each checkpoint's manifest: `trainer.total_steps`, or what the epochs
-    make it); None without a checkpoint or that record. A run whose last checkpoint is before
-    it was ended there by `trainer.stop_at_step`."""
-    from mfsdp_ckpt.errors import MfsdpError
-    from mfsdp_ckpt.format.layout import MANIFEST_FILE
-    from mfsdp_ckpt.format.manifest import read_manifest
-
-    if checkpoint is None:
-        return None
-    try:
-        planned = read_manifest(Path(checkpoint) / MANIFEST_FILE).info.get("total_steps")
-    except (MfsdpError, OSError):  # the run itself just wrote it: validate says what is wrong
-        return None
-    return planned if isinstance(planned, int) and not isinstance(planned, bool) else None
 
 
 def _export_command(run_dir: Path, checkpoint: Path) -> str:

@@ -73,13 +73,14 @@ Result = TypeVar("Result")
 @dataclass
 class RunResult:
     """What every run returns, whatever its kind adds (SFT's losses, GRPO's rewards): where it
-    wrote, the step it reached, the step it resumed from and its last checkpoint, which
-    `cli.run_report.report_run` reports alike for both kinds."""
+    wrote, the step it reached, the steps it was set to train, the step it resumed from and
+    its last checkpoint, which `cli.run_report.report_run` reports alike for both kinds."""
 
     run_dir: Path
     final_step: int
     resumed_from: int | None
     last_checkpoint: Path | None = None
+    total_steps: int = 0  # the steps this run was set to train (`TrainingRun.total_steps`)
 
 
 Finished = TypeVar("Finished", bound=RunResult)
@@ -493,9 +494,10 @@ class TrainingRun:
             raise
 
     def finish(self, result: Finished) -> Finished:
-        """`result` once `loop` returned: the step the run reached and the checkpoint it
-        saved last (the resumed one where it saved none)."""
+        """`result` once `loop` returned: the step the run reached, the steps it was set to
+        train and the checkpoint it saved last (the resumed one where it saved none)."""
         result.final_step = self.final_step
+        result.total_steps = self.total_steps
         result.last_checkpoint = self.last_saved
         return result
 
