@@ -9,9 +9,11 @@ may not read (a GRPO val file past the first, where `data.val_max_samples` keeps
 rows). Every file's columns, train's and val's, are checked from its footer (or first row)
 for verl's image and video columns (`refuse_media_columns`), as train checks each file it
 opens before it reads a row: that is cheap whatever its rows hold, and a later val file with
-`images` was said ok here, then refused by train after loading the model. So is every GRPO
-file's first row for verl's tool and interaction rows and media placeholders
-(`unsupported_row`). An SFT
+`images` was said ok here, then refused by train after loading the model. So is the first
+row of every GRPO file train reads for verl's tool and interaction rows and media
+placeholders (`unsupported_row`), whatever its row groups (two columns, within train's
+decoding budget); a val file past the first under `data.val_max_samples` is not, as train
+may not read it (refusing it refused a config train runs). An SFT
 `data.val_ratio` is checked for a hold-out of every training row (`check_val_split`, which
 counts no more rows than that takes)."""
 
@@ -24,50 +26,49 @@ from typing import Any
 def check_first_rows(cfg: Any, kind: str) -> None:
     """Refuse, with train's line, a data file of `cfg` (`kind`: sft or rl) whose first row
     train refuses before it tokenizes it; the files were checked to exist and be readable
-    tables (`check_data_files`)."""
+    tables (`check_data_files`). The train files are checked before the val files, each
+    file's columns before any file's rows, as train opens them, so the line is the one
+    train prints first."""
     from trainer.data.media_columns import refuse_media_columns
 
-    for path in [*cfg.data.train_files, *cfg.data.val_files]:  # each one train opens
-        refuse_media_columns(path)
-    if kind == "rl":
-        _refuse_unsupported_first_rows(cfg)
     val_files = list(cfg.data.val_files)
+    read_val = val_files
     if kind == "rl" and cfg.data.val_max_samples is not None:
-        val_files = val_files[:1]  # the first N rows may all come from it
-    for path in [*cfg.data.train_files, *val_files]:
-        if not _first_row_is_cheap(path):
-            continue
-        if kind == "rl":
-            from trainer.grpo.data import RL_COLUMNS
-            from trainer.grpo.prompt_row import checked_prompt_row
+        read_val = val_files[:1]  # the first N rows may all come from it
+    for opened, read in ((cfg.data.train_files, cfg.data.train_files), (val_files, read_val)):
+        for path in opened:  # each one train opens, from its footer or first row
+            refuse_media_columns(path)
+        for path in read:
+            if kind == "rl":
+                _check_rl_first_row(cfg, path)
+            elif _first_row_is_cheap(path):
+                from trainer.data.sft_dataset import check_row_chat, columns_read
 
-            row, where, whole_row = _first_row(path, (cfg.data.prompt_key, *RL_COLUMNS))
-            custom_reward = bool(cfg.reward.path)
-            checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
-        else:
-            from trainer.data.sft_dataset import check_row_chat, columns_read
-
-            check_row_chat(cfg.data, *_first_row(path, columns_read(cfg.data)))
+                check_row_chat(cfg.data, *_first_row(path, columns_read(cfg.data)))
     if kind == "sft":  # a hold-out of every row, which train refuses once it has read them
         from trainer.data.val_split import check_val_split
 
         check_val_split(cfg.data)
 
 
-def _refuse_unsupported_first_rows(cfg: Any) -> None:
-    """Refuse, with train's line, a GRPO train or val file (each one, a val file past the
-    first under `data.val_max_samples` too) whose first row is a tool or interaction row,
-    or holds a media placeholder with no media column (`unsupported_row`): verl's tables
-    hold such rows throughout, so the first row tells."""
-    from trainer.grpo.data import RLDataError
+def _check_rl_first_row(cfg: Any, path: str) -> None:
+    """Refuse a GRPO file's first row as train's loader does: its prompt where that row is
+    cheap to read (`_first_row_is_cheap`), then whether it is a tool or interaction row or
+    holds a media placeholder with no media column (`unsupported_row`), which is checked
+    whatever the file's row groups: it reads two columns, within train's decoding budget,
+    and verl's tables hold such rows throughout, so the first row tells."""
+    from trainer.grpo.data import RL_COLUMNS, RLDataError
+    from trainer.grpo.prompt_row import checked_prompt_row
     from trainer.grpo.unsupported_rows import unsupported_row
 
-    for path in [*cfg.data.train_files, *cfg.data.val_files]:
-        if not _first_row_is_cheap(path):
-            continue
+    if _first_row_is_cheap(path):
+        row, where, whole_row = _first_row(path, (cfg.data.prompt_key, *RL_COLUMNS))
+        custom_reward = bool(cfg.reward.path)
+        checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
+    else:
         row, where, _ = _first_row(path, (cfg.data.prompt_key, "extra_info"))
-        if why := unsupported_row(row, cfg.data.prompt_key):
-            raise RLDataError(f"{where}: {why}")
+    if why := unsupported_row(row, cfg.data.prompt_key):
+        raise RLDataError(f"{where}: {why}")
 
 
 def _first_row_is_cheap(path: str) -> bool:

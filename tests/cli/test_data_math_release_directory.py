@@ -93,3 +93,36 @@ def test_gsm8k_still_takes_files_alone(tmp_path, release):
     code, _, err = run_cli("data", "gsm8k", "--input", release / "train", "--out", tmp_path / "o")
     assert code == 2
     one_error(err, "train: a directory; give a data file")
+
+
+def test_a_tree_nested_past_the_depth_cap_is_refused_in_one_line(tmp_path):
+    """A tree ~1000 deep died of Python's recursion limit (a traceback, no JSON error)."""
+    from trainer.data.problem_dirs import MAX_DEPTH
+
+    root = tmp_path / "train"
+    folders = [f"{root}{'/d' * level}" for level in range(1001)]
+    for folder in folders:  # one level at a time: pathlib's and os.makedirs' recurse
+        os.mkdir(folder)
+    problem = Path(folders[-1], "1.json")
+    problem.write_text(json.dumps({"problem": "p", "solution": "$\\boxed{1}$"}))
+    try:
+        code, _, err = run_cli("data", "math", "--input", root, "--out", tmp_path / "o")
+        assert code == 2
+        one_error(err, f"{root}: directories nested more than {MAX_DEPTH} deep")
+        code, out, _ = run_cli("data", "math", "--input", root, "--out", tmp_path / "o", "--json")
+        assert code == 2
+        assert "nested more than" in json.loads(out)["error"]
+    finally:  # as made: the recursive rmtree of tmp_path's cleanup dies in such a tree
+        problem.unlink()
+        for folder in reversed(folders):
+            os.rmdir(folder)
+
+
+def test_a_problem_reached_twice_through_a_link_converts_once(tmp_path, release):
+    os.symlink("../algebra/1.json", release / "train" / "geometry" / "dup.json")
+    out = tmp_path / "out"
+    code, _, err = run_cli("data", "math", "--input", release / "train", "--out", out)
+    assert code == 0, err
+    rows = pq.read_table(out / "rl" / "train.parquet").to_pylist()
+    asked = [row["extra_info"]["question"] for row in rows]
+    assert asked == [f"train {s} {n}?" for s in ("algebra", "geometry") for n in (1, 2)]

@@ -3,8 +3,11 @@ file, row and key, by train's loader and by `mfsdp config check` in every train 
 file: a gsm8k_multiturn_w_tool / _w_interaction table (`extra_info.need_tools_kwargs`,
 `tools_kwargs`, `interaction_kwargs`) trained single-turn, its policy asked to call a tool
 it was never offered; geo3k rows without their `images` trained on a literal `<image>`.
-Both said ok and exited 0. False, null and empty values, and text that only mentions an
-image, are nothing to refuse."""
+Both said ok and exited 0. False, null and empty values (as JSON text of any length too),
+and text that mentions an image or video tag inside a sentence (HTML, SVG prompts), are
+nothing to refuse. Config check reads the rows train reads: not a val file past the first
+under `data.val_max_samples` (it refused a config train ran), and a parquet file whose
+first row group is large too."""
 
 from __future__ import annotations
 
@@ -28,12 +31,17 @@ TOOL_ROWS = {  # extra_info of verl's tool and interaction tables, and the key r
     "tools_kwargs": ({"tools_kwargs": TOOLS}, "tools_kwargs"),
     "tools_kwargs as text": ({"tools_kwargs": json.dumps(TOOLS)}, "tools_kwargs"),
     "interaction_kwargs": ({"interaction_kwargs": {"query": "q"}}, "interaction_kwargs"),
+    "need_tools_kwargs 1": ({"need_tools_kwargs": 1}, "need_tools_kwargs"),  # verl: truthy
+    "need_tools_kwargs text": ({"need_tools_kwargs": "true"}, "need_tools_kwargs"),
 }
 NOTHING = [  # extra_info asking for no tool
     {"need_tools_kwargs": False, "tools_kwargs": {}, "interaction_kwargs": {}},
     {"need_tools_kwargs": None, "tools_kwargs": None, "interaction_kwargs": None},
     {"tools_kwargs": "{}", "interaction_kwargs": "null"},
     {"tools_kwargs": {"calc_gsm8k_reward": None}},  # a parquet struct unified across rows
+    {"tools_kwargs": '{"calc_gsm8k_reward": null}'},  # the same as text (over 16 characters)
+    {"tools_kwargs": '{"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": null}}}'},
+    {"need_tools_kwargs": 0, "tools_kwargs": '{"calc_gsm8k_reward": {}}'},
 ]
 # lengths the tiny model takes
 SMALL = ("data.max_prompt_length=32", "rollout.max_response_length=16")
@@ -51,7 +59,7 @@ def _write(rows: list[dict], path: Path) -> Path:
 
 
 def _refusals(path: Path, tmp_path: Path, good: Path) -> list[str]:
-    """The refusal of train's loader and of config check, `path` a later val file."""
+    """The refusal of train's loader and of config check, `path` the first val file."""
     said = []
     for load in (
         lambda: load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer()),
@@ -60,8 +68,8 @@ def _refusals(path: Path, tmp_path: Path, good: Path) -> list[str]:
             None,
             [
                 f"data.train_files=[{good}]",
-                f"data.val_files=[{good},{path}]",
-                "data.val_max_samples=5",  # the second val file's rows are left to train
+                f"data.val_files=[{path},{good}]",
+                "data.val_max_samples=5",  # the first val file: train reads its rows
                 *SMALL,
                 f"trainer.run_dir={tmp_path / 'run'}",
             ],
@@ -95,9 +103,15 @@ def test_extra_info_asking_for_no_tool_trains(tmp_path, extra_info):
 
 
 @pytest.mark.parametrize("token", ["<image>", "<video>"])
+@pytest.mark.parametrize(
+    "text",
+    ["{}Find x in the figure.", "  {}\nFind x in the figure.", "Look:\n {} \nFind x."],
+    ids=["first", "first-line", "own-line"],
+)
 @pytest.mark.parametrize("prompt", ["turns", "text"])
-def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, prompt):
-    text = f"{token}Find x in the figure."
+def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text, prompt):
+    """Where verl's multimodal rows put it: first in the text (geo3k), or alone on a line."""
+    text = text.format(token)
     cell: Any = text if prompt == "text" else [{"role": "user", "content": text}]
     good = write_rl_rows(tmp_path / "good.jsonl")
     path = _write(_rows(tmp_path, prompt=cell), tmp_path / "geo3k.parquet")
@@ -106,12 +120,81 @@ def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, promp
         assert said.startswith(
             f"{path} row 1: 'prompt' holds verl's placeholder '{token}' with no {column} in"
         )
+        assert said.endswith("if it is meant as text, put words before it on its line")
 
 
 @pytest.mark.parametrize(
-    "text", ["Name the <img> tag.", "An image of <images>.", "Write <Image> or < image >."]
+    "turns",
+    [
+        [{"role": "user", "content": "Name the <img> tag."}],
+        [{"role": "user", "content": "An image of <images>."}],
+        [{"role": "user", "content": "Write <Image> or < image >."}],
+        [{"role": "user", "content": "In HTML5, does a <video> element need a closing tag?"}],
+        [{"role": "user", "content": "Explain the tag <image> in SVG."}],
+        [
+            {"role": "system", "content": "Never output <image>."},
+            {"role": "user", "content": "Draw a cat."},
+        ],
+    ],
+    ids=["img", "images", "Image", "html", "svg", "system"],
 )
-def test_a_prompt_mentioning_images_otherwise_trains(tmp_path, text):
-    path = _write(_rows(tmp_path, prompt=[{"role": "user", "content": text}]), tmp_path / "t.jsonl")
+def test_a_prompt_mentioning_images_otherwise_trains(tmp_path, turns):
+    path = _write(_rows(tmp_path, prompt=turns), tmp_path / "t.jsonl")
     prompts, _ = load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer())
     assert len(prompts) == 8
+    check_config("grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"])
+
+
+def test_a_val_file_train_does_not_read_is_not_refused_by_config_check(tmp_path):
+    """Under data.val_max_samples train reads the first N val rows: a later val file's tool
+    rows are never read, so config check says ok as train runs; without it both refuse."""
+    good = write_rl_rows(tmp_path / "good.jsonl")  # 8 rows
+    tools = _write(
+        _rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]}),
+        tmp_path / "tool.jsonl",
+    )
+    files = [str(good), str(tools)]
+    prompts, _ = load_rl_prompts(files, RLDataConfig(), build_tokenizer(), limit=5)
+    assert len(prompts) == 5
+    args = [f"data.train_files={good}", f"data.val_files=[{good},{tools}]", *SMALL]
+    check_config("grpo", None, [*args, "data.val_max_samples=5", f"trainer.run_dir={tmp_path}"])
+    with pytest.raises(MfsdpError, match=rf"^{tools}:1: extra_info.tools_kwargs: "):
+        load_rl_prompts(files, RLDataConfig(), build_tokenizer())
+    with pytest.raises(MfsdpError, match=rf"^{tools}:1: extra_info.tools_kwargs: "):
+        check_config("grpo", None, [*args, f"trainer.run_dir={tmp_path}"])
+
+
+def test_a_tool_row_in_a_parquet_of_one_large_row_group_is_refused(tmp_path):
+    """A first row group over a batch of train's reader (pyarrow's default is 1M rows) was
+    passed over by config check; its first row's two columns are read within the budget."""
+    row = _rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]})[0]
+    path = write_parquet([row] * 20_000, tmp_path / "big.parquet")
+    with pytest.raises(MfsdpError, match=rf"^{path} row 1: extra_info.tools_kwargs: "):
+        check_config(
+            "grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"]
+        )
+
+
+def test_config_check_names_the_train_row_train_names_first(tmp_path):
+    """A malformed first train row and a tool row in a val file: train stops at the train
+    row, and so does config check (it named the val file)."""
+    bad = _write(_rows(tmp_path, prompt=5), tmp_path / "bad.jsonl")
+    tools = _write(
+        _rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]}),
+        tmp_path / "tool.jsonl",
+    )
+    with pytest.raises(MfsdpError) as train:
+        load_rl_prompts([str(bad)], RLDataConfig(), build_tokenizer())
+    with pytest.raises(MfsdpError) as check:
+        check_config(
+            "grpo",
+            None,
+            [
+                f"data.train_files={bad}",
+                f"data.val_files={tools}",
+                *SMALL,
+                f"trainer.run_dir={tmp_path}",
+            ],
+        )
+    assert str(train.value).startswith(f"{bad}:1: ")
+    assert str(check.value) == str(train.value)

@@ -251,7 +251,8 @@ TEMPLATE_COLUMNS = ("tools", "enable_thinking")
 def _refuse_template_arguments(row: dict[str, Any]) -> None:
     """A row's chat template arguments are refused, as data.apply_chat_template_kwargs is:
     they were dropped, and the row trained as if it had no tools and thinking on. A cell
-    that holds nothing (`holds_nothing`: null, [], or '[]' stored as text) is no argument."""
+    that holds nothing (`holds_nothing`: null, [], {}, or '[]' stored as text) is no
+    argument; a dict with keys is one, empty values or not, as `{% if tools %}` reads it."""
     for column in TEMPLATE_COLUMNS:
         value = row.get(column)
         if holds_nothing(value):  # '[]' as JSON text too, as verl stores tool lists

@@ -4,8 +4,12 @@
 Its files could not be converted: a directory was refused, and several files make one
 split only as the Hub's shards of it, so the release was neither one split nor thousands of
 useful tables. A directory is walked in sorted order (each problem's index stays the same
-from run to run), looking at no more than MAX_PROBLEM_FILES entries, following no link out
-of it; its name gives the split (`train` of MATH/train) unless --split does. A directory
+from run to run), looking at no more than MAX_PROBLEM_FILES entries nor more than MAX_DEPTH
+directories deep (iteratively: a recursive walk died of Python's recursion limit in a tree
+~1000 deep, a traceback), following no link out of it. A file reached twice (a link inside
+the tree to another problem file, or a hard link: the same device and inode) is read once,
+at its first path in sorted order: it is one problem, and was converted twice. The
+directory's name gives the split (`train` of MATH/train) unless --split does. A directory
 holding split directories (MATH itself) or whole tables (.jsonl, .parquet: a download of
 the Hub's files: refused as any directory is, naming its tables) is refused, naming what
 to give instead.
@@ -14,12 +18,16 @@ to give instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from trainer.data.files import DataFileError, check_data_file
 
 # entries looked at in one directory tree: far more than the release's 12,500 problems
 MAX_PROBLEM_FILES = 200_000
+# directories nested below the one given: the release nests 1 (train/<subject>/<n>.json)
+MAX_DEPTH = 32
 PROBLEM_SUFFIX = ".json"
 TABLE_SUFFIXES = (".jsonl", ".parquet")
 
@@ -28,7 +36,8 @@ def problem_files(directory: str | os.PathLike, split_words: frozenset[str]) -> 
     """The `.json` files under `directory` in sorted order (hidden names passed over), or
     DataFileError naming what to give instead: a subdirectory named as a split
     (`split_words`: train, test, ...), a table file, a link leading out of `directory`, more
-    than MAX_PROBLEM_FILES entries, or no `.json` file at all."""
+    than MAX_PROBLEM_FILES entries, directories nested over MAX_DEPTH deep, or no `.json`
+    file at all. A file reached under two paths is listed once (`_once_each`)."""
     root = Path(directory)
     splits = sorted(
         entry.name for entry in os.scandir(root) if entry.is_dir() and entry.name in split_words
@@ -38,31 +47,70 @@ def problem_files(directory: str | os.PathLike, split_words: frozenset[str]) -> 
         raise DataFileError(f"{root}: holds splits {', '.join(splits)}; give each: {given}")
     inside = os.path.realpath(root)
     found: list[Path] = []
-    seen = 0
-    for folder, dirs, files in os.walk(root, onerror=_raise):  # links to folders: not walked
-        dirs[:] = sorted(name for name in dirs if not name.startswith("."))
-        for name in sorted([*files, *dirs]):
-            seen += 1
-            if seen > MAX_PROBLEM_FILES:
-                raise DataFileError(
-                    f"{root}: more than {MAX_PROBLEM_FILES} entries; give a smaller directory"
-                    " or a table file"
-                )
-            path = Path(folder) / name
-            if name.startswith("."):
-                continue
-            _refuse_link_out(path, inside)
-            suffix = path.suffix.lower()
-            if suffix in TABLE_SUFFIXES:  # a download of tables: the files to give, named
-                check_data_file(root)  # as for any directory given (raises)
-            if suffix == PROBLEM_SUFFIX and not path.is_dir():
-                found.append(path)
+    for seen, path in enumerate(_entries(root), start=1):
+        if seen > MAX_PROBLEM_FILES:
+            raise DataFileError(
+                f"{root}: more than {MAX_PROBLEM_FILES} entries; give a smaller directory"
+                " or a table file"
+            )
+        if path.name.startswith("."):
+            continue
+        _refuse_link_out(path, inside)
+        suffix = path.suffix.lower()
+        if suffix in TABLE_SUFFIXES:  # a download of tables: the files to give, named
+            check_data_file(root)  # as for any directory given (raises)
+        if suffix == PROBLEM_SUFFIX and not path.is_dir():
+            found.append(path)
     if not found:
         raise DataFileError(
             f"{root}: a directory with no .json problem files; give a data file (.parquet,"
             " .jsonl or .json) or a directory of one .json file per problem"
         )
-    return sorted(found)
+    return _once_each(sorted(found))
+
+
+def _entries(root: Path) -> Iterator[Path]:
+    """Every entry under `root`, each directory's in sorted order, walked with a stack (no
+    recursion) into directories that are not links and not hidden, no more than MAX_DEPTH
+    deep (DataFileError naming `root`)."""
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as err:
+            _raise(err)
+        below = [
+            Path(entry.path)
+            for entry in entries
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)
+        ]
+        if below and depth >= MAX_DEPTH:
+            raise DataFileError(
+                f"{root}: directories nested more than {MAX_DEPTH} deep; give a directory"
+                " of one .json file per problem (MATH/train/<subject>/<n>.json)"
+            )
+        yield from (Path(entry.path) for entry in entries)
+        stack.extend((path, depth + 1) for path in reversed(below))
+
+
+def _once_each(paths: list[Path]) -> list[Path]:
+    """`paths` less any file already listed under another path (same device and inode): a
+    link inside the tree to a problem file converted that problem twice. A path that
+    cannot be stat'ed (a link loop, a dangling link) stays, for the reader to refuse."""
+    kept: list[Path] = []
+    files: set[tuple[int, int]] = set()
+    for path in paths:
+        try:
+            status = path.stat()
+        except OSError:
+            kept.append(path)
+            continue
+        if (status.st_dev, status.st_ino) not in files:
+            files.add((status.st_dev, status.st_ino))
+            kept.append(path)
+    return kept
 
 
 def _refuse_link_out(path: Path, inside: str) -> None:
@@ -74,5 +122,5 @@ def _refuse_link_out(path: Path, inside: str) -> None:
         raise DataFileError(f"{path}: a link out of the directory given (to {target})")
 
 
-def _raise(err: OSError) -> None:
+def _raise(err: OSError) -> NoReturn:
     raise DataFileError(f"{err.filename}: cannot be read ({err.strerror})")

@@ -2,7 +2,8 @@
 list or as JSON text: verl writes tool lists as JSON text (Arrow cannot unify their structs
 across rows), and the text '[]' was refused ("extra chat template arguments are not
 supported") where the list [] was accepted, one meaning told apart by how it was stored.
-A cell with a value is still refused, however stored."""
+A cell with a value is still refused, however stored: a dict with keys is one whatever its
+values hold (`{% if tools %}` reads it as a value), where it had passed as "nothing"."""
 
 from __future__ import annotations
 
@@ -18,7 +19,20 @@ from trainer.data.chat_columns import ChatColumns
 from trainer.data.empty_cells import holds_nothing
 
 CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
-NOTHING = [None, float("nan"), [], {}, "", " ", "[]", "{}", '""', "null", " [ ] ", {"a": None}]
+NOTHING = [
+    None,
+    float("nan"),
+    [],
+    {},
+    "",
+    " ",
+    "[]",
+    "{}",
+    '""',
+    "null",
+    " [ ] ",
+    "[" + " " * 40 + "]",  # JSON text over 16 characters was never parsed
+]
 VALUES = [
     '[{"type": "function", "function": {"name": "f"}}]',
     ["f"],
@@ -28,6 +42,10 @@ VALUES = [
     '"[]"',  # JSON text of the text '[]': a value
     False,
     0,
+    {"a": None},  # a dict with keys: a value to a template's `{% if tools %}`
+    {"name": "", "parameters": {}},
+    {"a": []},
+    '{"a": null}',
 ]
 
 
