@@ -15,7 +15,7 @@ from pathlib import Path
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPathError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.confined_stat import confined_stat
+from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 
 
 def is_file(path: Path) -> bool:
@@ -83,3 +83,17 @@ def stat_inside(
     except PermissionError as err:
         blocked = next((p for p in path.parents if os.path.lexists(p)), path.parent)
         raise unreadable(blocked, "cannot open", err) from None
+
+
+def leads_out(path: Path, root: str | os.PathLike) -> bool:
+    """Whether a link (or `..`) on the way to `path`, `path` itself included, leads out of
+    `root`, found without looking at anything outside (`confined_stat`): what lies there
+    is not the checkpoint's, so no verdict on `root` may hang on it, and reading it names
+    the link. A directory not to be searched is left to reading it to name."""
+    try:
+        confined_stat(path, root)
+    except LeadsOutError:
+        return True
+    except PermissionError:
+        return False
+    return False

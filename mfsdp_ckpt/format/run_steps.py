@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format import hf_trainer
-from mfsdp_ckpt.format.dir_entries import children, is_dir
+from mfsdp_ckpt.format.dir_entries import children, is_dir, leads_out
 from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
     BRIDGE_TRACKER_FILE,
@@ -459,11 +459,15 @@ def unfinished_save(step: Path) -> str | None:
     itself or verl's dist_ckpt/ (under the step, a role, or a role's model/). A step of
     ours (its manifest there) or of a format mfsdp does not read (Megatron's legacy
     `mp_rank_NN/`, verl's FSDP shards: no `.metadata` is theirs to write) lacks nothing,
-    except a Megatron torch_dist save without the metadata.json megatron-core writes last."""
+    except a Megatron torch_dist save without the metadata.json megatron-core writes last.
+    A step whose role or DCP dir links out of it lacks nothing here: what is out there is
+    not looked at, and reading the step names the link ("resolves outside")."""
     if _is_file_followed(step / MANIFEST_FILE):
         return None
     holders = [step, *(step / role for role in ROLES)]
     dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+    if any(leads_out(d, step) for d in dcps):
+        return None
     if any(is_dir(d) and is_unfinished_torch_dist(d, children(d)) for d in dcps):
         return UNFINISHED_TORCH_DIST_LACKS
     if any(_is_foreign(holder) for holder in holders):

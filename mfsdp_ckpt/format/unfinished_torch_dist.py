@@ -9,12 +9,20 @@ megatron-core stores the ranks' save plans in it (`Metadata.all_local_plans`, a 
 torch's `SavePlan`) and the save's common state as the `common_state` entry
 (`common_state/shard_0_1`); neither is in a DCP that torch, mfsdp or Megatron's
 fsdp_dtensor save writes. Both are found here by their pickle opcodes in windows around
-byte matches: the file is searched a chunk at a time and never unpickled, so a 1 GiB
-`.metadata` costs one pass at memory speed (a full opcode walk in Python reads about
-10 MB/s) holding a chunk, not the file: a mapped file searched whole held every page it
-touched, 8 GB for a sparse 8 GiB `.metadata`. A file over MAX_METADATA_BYTES is not
-searched: the DCP reader refuses it, naming its size. An older megatron-core (common state
-in `common.pt`, written before the DCP) is told by that file.
+byte matches: the file is searched a chunk at a time and never unpickled, holding a chunk,
+not the file (a mapped file searched whole held every page it touched, 8 GB for a sparse
+8 GiB `.metadata`; a full opcode walk in Python reads about 10 MB/s). The whole file is
+searched, not a window at its start: megatron-core sets `all_local_plans` on the Metadata
+after building it, so the first SavePlan is pickled after `state_dict_metadata` and
+`storage_data`, which grow with the tensors and shards saved, and `common_state` is one
+key among `state_dict_metadata`'s, anywhere in it. A search of 1 GiB takes seconds, and one
+command asks of the same dir several times (the step list, the tracked step's check, the
+reader): each file is searched once per process, its verdict kept by path and stat
+identity (`SCANS`). A file over MAX_METADATA_BYTES is not searched: the DCP reader refuses
+it, naming its size. An older megatron-core (common state in
+`common.pt`, written before the DCP) is told by that file. What is looked at is confined to
+the step the dir lies in, as every read of a checkpoint is (`dir_entries`): a `dist_ckpt/`
+(or a role dir) linking out of its step is not searched, and reading it names the link.
 
 Of the other formats `foreign_formats` names, none has a marker that its save writes
 last: Megatron's legacy `mp_rank_NN/`, DeepSpeed's and Accelerate's per-rank files and
@@ -27,11 +35,18 @@ from __future__ import annotations
 import io
 import os
 import pickletools
+import stat
 from pathlib import Path
 
 from mfsdp_ckpt.format.dcp_metadata import MAX_METADATA_BYTES
-from mfsdp_ckpt.format.dir_entries import is_file
-from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, MANIFEST_FILE
+from mfsdp_ckpt.format.layout import (
+    DCP_METADATA_FILE,
+    DIST_CKPT_DIR,
+    MANIFEST_FILE,
+    ROLES,
+    VERL_MODEL_DIR,
+)
+from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 
 TORCH_DIST_MARKER = "metadata.json"
 LEGACY_COMMON_FILE = "common.pt"
@@ -57,6 +72,52 @@ _WINDOW_BYTES = 128  # after a match: the string's op, its memo op and the next 
 _MAX_MATCHES = 64  # byte matches checked per pattern; a real save has one or two
 _CHUNK_BYTES = 8 << 20  # searched at once: what the search holds of the file
 _PATTERNS = tuple(text.encode() for text in (_SAVE_PLAN, _PLANNER_MODULE, _COMMON_STATE_KEY))
+# The dirs a DCP dir lies in below its step (verl's role/model/dist_ckpt): what it is
+# confined to is the step above them
+_BELOW_STEP = frozenset({DIST_CKPT_DIR, VERL_MODEL_DIR, *ROLES})
+_MAX_KEPT = 4096  # verdicts kept: one per DCP dir a command looks at
+
+
+class Scans:
+    """Each `.metadata`'s verdict by its path and stat identity (device, inode, size,
+    mtime): a file rewritten since is searched again, one asked of again is not even
+    opened. `searched` counts the searches."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[tuple[str, int, int, int, int], bool] = {}
+        self.searched = 0
+
+    def written_by_megatron(self, metadata: Path, found: os.stat_result) -> bool:
+        """The `.metadata` (`found`: its stat) names torch's SavePlan as a global or holds
+        the common_state entry. A file that cannot be opened, or is empty or larger than
+        the DCP reader takes, is no sign of either: reading it says why."""
+        verdict = self.verdicts.get(_identity(metadata, found))
+        if verdict is not None:
+            return verdict
+        try:
+            with open(metadata, "rb") as handle:
+                fd = handle.fileno()
+                opened = os.fstat(fd)
+                if not 0 < opened.st_size <= MAX_METADATA_BYTES:
+                    return False
+                if len(self.verdicts) >= _MAX_KEPT:
+                    self.verdicts.clear()
+                self.searched += 1
+                matches = _matches(fd, opened.st_size)
+                verdict = _names_save_plan(fd, matches) or _string_pushed(
+                    fd, matches, _COMMON_STATE_KEY
+                )
+        except OSError:
+            return False
+        self.verdicts[_identity(metadata, opened)] = verdict
+        return verdict
+
+
+def _identity(path: Path, found: os.stat_result) -> tuple[str, int, int, int, int]:
+    return (str(path), found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
+SCANS = Scans()
 
 
 def is_unfinished_torch_dist(directory: Path, names: list[str]) -> bool:
@@ -66,28 +127,33 @@ def is_unfinished_torch_dist(directory: Path, names: list[str]) -> bool:
         return False
     if os.path.lexists(directory.parent / MANIFEST_FILE):
         return False  # mfsdp's step, its dist_ckpt/ beside the manifest: not scanned
+    step = _step_of(directory)
     metadata = directory / DCP_METADATA_FILE
-    if not is_file(metadata):
+    found = _file_inside(metadata, step)
+    if found is None:
         return False
-    if LEGACY_COMMON_FILE in names and is_file(directory / LEGACY_COMMON_FILE):
+    if LEGACY_COMMON_FILE in names and _file_inside(directory / LEGACY_COMMON_FILE, step):
         return True
-    return _written_by_megatron(metadata)
+    return SCANS.written_by_megatron(metadata, found)
 
 
-def _written_by_megatron(metadata: Path) -> bool:
-    """The `.metadata` names torch's SavePlan as a global or holds the common_state entry.
-    A file that cannot be opened, or is empty or larger than the DCP reader takes, is no
-    sign of either: reading it says why."""
+def _step_of(directory: Path) -> Path:
+    """The step dir `directory` lies in by the layouts' names (itself for Megatron's
+    `iter_N/`, which is the DCP dir; `global_step_N` for verl's `actor/dist_ckpt`)."""
+    while directory.name in _BELOW_STEP and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
+def _file_inside(path: Path, step: Path) -> os.stat_result | None:
+    """The stat of a regular file (not a link to one) reached inside `step`, else None: a
+    link on the way that leads out is not followed (reading the dir names it), a dir not
+    to be searched is left to reading it to name."""
     try:
-        with open(metadata, "rb") as handle:
-            fd = handle.fileno()
-            size = os.fstat(fd).st_size
-            if not 0 < size <= MAX_METADATA_BYTES:
-                return False
-            found = _matches(fd, size)
-            return _names_save_plan(fd, found) or _string_pushed(fd, found, _COMMON_STATE_KEY)
-    except OSError:
-        return False
+        found = confined_stat(path, step, follow_symlinks=False)
+    except (LeadsOutError, PermissionError):
+        return None
+    return found if found is not None and stat.S_ISREG(found.st_mode) else None
 
 
 # Where each pattern's bytes start in the file, the first _MAX_MATCHES of each
