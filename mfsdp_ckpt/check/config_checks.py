@@ -287,10 +287,11 @@ def _check_config_against_record(
     validate must not pass it. The record is held to it by the calls export makes, in their
     order (`refuse_uncomputable`, then `contradiction`), so the error is export's line: a
     setting no config.json computes names the record first and the config (`--hf-config
-    FILE` when given) after. A record that derives no config leaves it uncompared: a
-    warning says so. A record that cannot be read, or states a damaged value, is an error
-    naming it (export refuses it), said once where another check already named the same
-    place (an `args` pickle)."""
+    FILE` when given) after. A record that derives no config leaves it uncompared, and so
+    does a checkpoint of Megatron-core weights that records nothing (given `--hf-config`):
+    a warning says so, in export's words (`unchecked_note`). A record that cannot be read,
+    or states a damaged value, is an error naming it (export refuses it), said once where
+    another check already named the same place (an `args` pickle)."""
     from mfsdp_ckpt.convert.hf_config import read_config_json
     from mfsdp_ckpt.convert.megatron_config import MegatronConfigError
     from mfsdp_ckpt.convert.record_agreement import (
@@ -317,7 +318,7 @@ def _check_config_against_record(
         # the checkpoint's own config.json: export's line, its remedy included
         remedy = f"; {OWN_CONFIG_REMEDY}" if hf_config is None else ""
         report.add(ERROR, config_file, f"{found}{remedy}")
-    elif (unchecked := unchecked_note(paths, reader)) is not None:
+    elif (unchecked := unchecked_note(paths, reader, hf_config is not None)) is not None:
         report.add(WARNING, config_file, unchecked)
 
 

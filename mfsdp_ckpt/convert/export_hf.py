@@ -53,6 +53,7 @@ from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress
 from mfsdp_ckpt.convert.export_source import (
     ExportSource,
     check_generation_config,
+    holds_tokenizer,
     no_tokenizer_in,
 )
 from mfsdp_ckpt.convert.export_verify import verify_export
@@ -61,7 +62,7 @@ from mfsdp_ckpt.convert.hf_config import parse_config_json, refuse_unloadable
 from mfsdp_ckpt.convert.lora_export_kind import export_lora_kind, merge_adapter_saved_alone
 from mfsdp_ckpt.convert.megatron_config import DerivedConfig
 from mfsdp_ckpt.convert.megatron_record import has_recorded_config
-from mfsdp_ckpt.convert.record_agreement import unchecked_note, unrecorded_note
+from mfsdp_ckpt.convert.record_agreement import unchecked_note
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.file_hash import ByteProgress
@@ -92,9 +93,7 @@ def _config_notes(
         notes.append(
             f"config.json from --hf-config {hf_config}, not from the checkpoint's own record"
         )
-    unchecked = unchecked_note(paths, source.reader)
-    if unchecked is None and hf_config is not None:
-        unchecked = unrecorded_note(paths, source.reader)
+    unchecked = unchecked_note(paths, source.reader, hf_config is not None)
     if unchecked is not None:
         used = f"--hf-config {hf_config}" if hf_config is not None else "its config.json"
         notes.append(f"{used}: {unchecked}")
@@ -329,6 +328,8 @@ def _export_notes(
     notes += plan.buffer_notes()
     notes += plan.cast_notes()
     notes += plan.lora.notes if plan.lora is not None else []
-    if not any(name.startswith("tokenizer") for name in prepared.assets):
+    if prepared.tokenizer_note is not None:
+        notes.append(prepared.tokenizer_note)
+    if not holds_tokenizer(prepared.assets):
         notes.append(_no_tokenizer_note(prepared.asset_location, derived, out, local_paths))
     return notes

@@ -25,6 +25,7 @@ from mfsdp_ckpt.convert.export_source import (
     bridge_tokenizer_dir,
     config_json_location,
     given_assets,
+    holds_tokenizer,
     no_config_json,
     resolve_source,
     weights_summary,
@@ -122,15 +123,43 @@ def _derived_assets(
     derived: DerivedConfig, paths: layout.CheckpointPaths | None, io: str
 ) -> AssetFiles:
     """config.json from the record, and the tokenizer files Megatron-Bridge saved into the
-    iteration dir (read inside the checkpoint, as its huggingface/ files are; none through
-    a URL)."""
+    iteration dir (`_bridge_tokenizer`)."""
     text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
+    tokenizer = _bridge_tokenizer(paths, io) or AssetFiles({})
+    return AssetFiles({HF_CONFIG_FILE: text.encode, **tokenizer}, rewritten=tokenizer.rewritten)
+
+
+def _bridge_tokenizer(paths: layout.CheckpointPaths | None, io: str) -> AssetFiles | None:
+    """The tokenizer files Megatron-Bridge saved into the iteration dir, config.json aside
+    (read inside the checkpoint, as its huggingface/ files are; none through a URL); None
+    where the step holds no `tokenizer/`."""
     if paths is None or paths.tokenizer_dir is None:
-        return AssetFiles({HF_CONFIG_FILE: text.encode})
+        return None
     tokenizer_dir = str(bridge_tokenizer_dir(paths.tokenizer_dir))
-    tokenizer = asset_files(tokenizer_dir, io, paths.root, whole=True)
-    loaders = {n: load for n, load in tokenizer.items() if n != HF_CONFIG_FILE}
-    return AssetFiles({HF_CONFIG_FILE: text.encode, **loaders}, rewritten=tokenizer.rewritten)
+    found = asset_files(tokenizer_dir, io, paths.root, whole=True)
+    loaders = {n: load for n, load in found.items() if n != HF_CONFIG_FILE}
+    return AssetFiles(loaders, rewritten=found.rewritten)
+
+
+def _with_step_tokenizer(
+    given: AssetFiles, hf_config: str | os.PathLike, paths: layout.CheckpointPaths | None, io: str
+) -> tuple[AssetFiles, str | None]:
+    """`--hf-config`'s files, with the step's own tokenizer (Bridge's `tokenizer/`) where
+    they hold none, and the note naming where it came from (None when nothing was added):
+    a config-only dir is the remedy export gives for a config it cannot derive (a mixed
+    dense/MoE run), and following it dropped the tokenizer the step holds."""
+    if holds_tokenizer(given):
+        return given, None
+    tokenizer = _bridge_tokenizer(paths, io)
+    if not tokenizer or paths is None:
+        return given, None
+    merged = AssetFiles(
+        {**tokenizer, **given}, given.left_out, (*given.rewritten, *tokenizer.rewritten)
+    )
+    return (
+        merged,
+        f"tokenizer files from {paths.tokenizer_dir} (--hf-config {hf_config} holds none)",
+    )
 
 
 def refuse_config_against_record(
@@ -192,6 +221,7 @@ class PreparedSource:
     asset_location: str
     derived: DerivedConfig | None
     assets: AssetFiles
+    tokenizer_note: str | None = None  # where the tokenizer came from, when not with config.json
 
     @property
     def config_json(self) -> str:
@@ -233,10 +263,12 @@ def prepare_source(
     if hf_config is not None and weights_file_problem(hf_config):
         raise ExportUsageError(f"--hf-config {weights_file_problem(hf_config)}")
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None
+    tokenizer_note = None
     if derived is not None:
         assets = _derived_assets(derived, local_paths, io)
     elif hf_config is not None:  # what it refuses is the argument's fault: exit 2
-        assets = given_assets(str(hf_config), io)
+        given = given_assets(str(hf_config), io)
+        assets, tokenizer_note = _with_step_tokenizer(given, hf_config, local_paths, io)
     else:
         assets = asset_files(asset_location, io, asset_root, source.hf_skip, whole=True)
     if HF_CONFIG_FILE not in assets:
@@ -249,7 +281,7 @@ def prepare_source(
         # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True, reader=source.reader)
     refuse_model_chunks(source)
-    return PreparedSource(source, local_paths, asset_location, derived, assets)
+    return PreparedSource(source, local_paths, asset_location, derived, assets, tokenizer_note)
 
 
 def refuse_model_chunks(source: ExportSource) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -215,6 +215,11 @@ class AssetFiles(dict[str, Callable[[], bytes]]):
         ]
 
 
+def holds_tokenizer(names: Iterable[str]) -> bool:
+    """Whether the files an export copies (`names`) give it a tokenizer."""
+    return any(name.startswith("tokenizer") for name in names)
+
+
 def no_tokenizer_in(location: str) -> str:
     """Why an export has no tokenizer files, for its note: none where its assets came from,
     or --hf-config named a config.json alone (its directory is then not read)."""
@@ -370,12 +375,14 @@ def check_copied_assets(
     skip: Collection[str] = (),
     whole: bool = False,
     parse_json: bool = True,
-) -> None:
+) -> list[str]:
     """Refuse, in one line naming the file, what `asset_files` would refuse to copy from
     the local `location` (same arguments): validate checks a checkpoint's assets with it,
-    `parse_json` false for its cheap checks (each file stat-ed and opened, none read)."""
+    `parse_json` false for its cheap checks (each file stat-ed and opened, none read).
+    Returns the names of the files checked."""
     candidates, directory, _left_out = _local_candidates(location, skip, whole)
     _check_assets(candidates, directory, root, parse_json)
+    return [name for name, _path in candidates]
 
 
 def bridge_tokenizer_dir(path: Path) -> Path:

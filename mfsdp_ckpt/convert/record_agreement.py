@@ -228,21 +228,24 @@ def _behaviour_findings(
     return found
 
 
-def unchecked_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:
+def unchecked_note(
+    paths: layout.CheckpointPaths | None, reader: CheckpointReader, hf_config_given: bool
+) -> str | None:
     """Why a config.json used for this checkpoint was not compared with its Megatron record
-    on the head layout (the record is there but holds no heads or head_dim),
-    as the rest of a line that names the config; None when it was, or there is no record."""
+    on the head layout, as the rest of a line that names the config; None when it was, or
+    when nothing could be. The one line export's note and validate's warning both say: a
+    record there that holds no heads or head_dim, or (for a config given, `--hf-config`)
+    Megatron-core weights that nothing in the checkpoint describes (an mcore import: `args`
+    None, no config.json of its own), where a config of another head split scrambles the
+    fused QKV."""
     unread = _record(paths, reader)[1]
-    if unread is None or (_keeps_own_config(paths) and _settings(paths, reader) is not None):
-        return None  # the head layout is the checkpoint's own config.json's (`contradiction`)
-    return _unchecked(unread)
-
-
-def unrecorded_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:
-    """`unchecked_note`'s line for Megatron-core weights that nothing in the checkpoint
-    describes (an mcore import: `args` None, no config.json of its own), where a config.json
-    of another head split scrambles the fused QKV; None otherwise."""
-    if paths is None or paths.hf_dir is not None or _record(paths, reader) != (None, None):
+    if unread is not None:
+        if _keeps_own_config(paths) and _settings(paths, reader) is not None:
+            return None  # the head layout is the checkpoint's own config.json's (`contradiction`)
+        return _unchecked(unread)
+    if not hf_config_given or paths is None or paths.hf_dir is not None:
+        return None
+    if _record(paths, reader) != (None, None):
         return None
     if not any(_FUSED_QKV in name for name in reader.tensors):
         return None
