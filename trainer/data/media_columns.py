@@ -10,9 +10,11 @@ features that would be dropped are refused.
 
 A column that holds nothing (null cells, empty lists) is no media column, in JSON as in
 parquet. `refuse_media_columns` looks cheaply (`mfsdp config check` runs it): a JSON table's
-first row, a parquet file's media columns alone, up to the first row holding a value; it is
-followed in the loaders by `read_rows_refusing_media`, which looks at every row as it is
-read: a text table with geo3k's rows appended trained them as text.
+first row, a parquet file's footer, never a media byte (decoding a row group of geo3k's
+images to find its first row holding one took several times the file's size in memory, and
+a video longer than a row was refused as a broken row, not as media); it is followed in the
+loaders by `read_rows_refusing_media`, which looks at every row as it is read: a text table
+with geo3k's rows appended trained them as text.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from trainer.data.files import (
     DataFileError,
     RowOrigins,
     columns_held,
     holds_a_value,
-    iter_file_rows,
     read_rows_with_origins,
 )
 
@@ -38,10 +41,11 @@ MEDIA_COLUMNS = {"images": "data.image_key", "videos": "data.video_key"}
 
 def refuse_media_columns(path: str | os.PathLike) -> None:
     """Refuse (DataFileError) the data file at `path` where a media column holds a value
-    (`holds_a_value`): a JSON table's first row, a parquet file's rows read through that
-    column until one holds a value. A parquet column all null (of the null type pandas
-    writes for a column of Nones) or of empty lists holds none, as JSON nulls do: refused
-    by its schema alone, verl's text rows (`images: []`) read as JSON and not as parquet."""
+    (`holds_a_value`): a JSON table's first row, a parquet file's column unless its footer
+    says it holds nothing (`_parquet_column_holds_a_value`). A parquet column all null (of
+    the null type pandas writes for a column of Nones) or of empty lists holds none, as JSON
+    nulls do (it was refused by its schema alone: verl's text rows, `images: []`, read as
+    JSON and not as parquet)."""
     held = columns_held(path, MEDIA_COLUMNS)
     if Path(path).suffix.lower() == ".parquet":
         held = [column for column in held if _parquet_column_holds_a_value(path, column)]
@@ -49,11 +53,91 @@ def refuse_media_columns(path: str | os.PathLike) -> None:
         raise DataFileError(_refusal(str(path), held[0]))
 
 
+# rows read at a time where the footer says a parquet media column has no leaf value: its
+# cells are then nulls and lists of them, a few bytes a row
+_SHAPE_BATCH_ROWS = 65536
+
+
 def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
-    """Whether a row of the parquet file at `path` holds a value in `column`, reading that
-    column alone and stopping at the first row that does (the rows' generator, dropped,
-    closes the file)."""
-    return any(holds_a_value(row.get(column)) for row, _ in iter_file_rows(path, (column,)))
+    """Whether a cell of `column` of the parquet file at `path` may hold a value, no media
+    byte decoded. Of the null type: no. Else its footer: a leaf column chunk whose
+    statistics say it holds a value, or has none (a file written without them), holds one,
+    so does a file that cannot be read so. Where no leaf holds a value (every null and empty
+    list, and a list of nulls, is a leaf's null) the cells' shape alone is read, which holds
+    no media byte, to tell `[None]` from `[]`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with os.fdopen(safe_files.open_regular(path), "rb") as handle:
+            table = pq.ParquetFile(handle)
+            schema = table.schema_arrow
+            if pa.types.is_null(schema.field(column).type):
+                return False
+            if _leaf_holds_a_value(table.metadata, schema, column):
+                return True
+            batches = table.iter_batches(batch_size=_SHAPE_BATCH_ROWS, columns=[column])
+            return any(_shape_holds_a_value(batch.column(0)) for batch in batches)
+    except Exception as err:  # pyarrow raises several types for a broken file
+        reraise_if_out_of_memory(err)
+        return True
+
+
+def _leaf_holds_a_value(metadata: Any, schema: Any, column: str) -> bool:
+    """Whether a leaf column chunk of `column` in a row group of the parquet footer
+    `metadata` may hold a value: its statistics missing, or counting fewer nulls than
+    values. The leaves are stored in the order of the fields of `schema`, each field's
+    `_leaf_count` of them (a footer of other leaves may hold one)."""
+    counts = [_leaf_count(field.type) for field in schema]
+    if sum(counts) != metadata.num_columns:
+        return True
+    first = sum(counts[: schema.get_field_index(column)])
+    leaves = range(first, first + counts[schema.get_field_index(column)])
+    for group in range(metadata.num_row_groups):
+        for leaf in leaves:
+            chunk = metadata.row_group(group).column(leaf)
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count or stats.null_count != chunk.num_values:
+                return True
+    return False
+
+
+def _leaf_count(kind: Any) -> int:
+    """How many parquet leaf columns an arrow type is stored as."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        return sum(_leaf_count(kind.field(at).type) for at in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _leaf_count(kind.key_type) + _leaf_count(kind.item_type)
+    if _is_list(kind):
+        return _leaf_count(kind.value_type)
+    return 1
+
+
+def _is_list(kind: Any) -> bool:
+    """Whether the arrow type `kind` is a list of any length kind."""
+    import pyarrow as pa
+
+    return (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    )
+
+
+def _shape_holds_a_value(cells: Any) -> bool:
+    """Whether a cell of the arrow array `cells`, whose leaves are all null, holds a value
+    as `holds_a_value` reads it: a list of at least one element (`[None]`), a struct of a
+    field (`{'bytes': None}`), any other non-null cell (an empty map too: no media column
+    is one)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = cells.type
+    if pa.types.is_struct(kind) and kind.num_fields == 0:
+        return False
+    if _is_list(kind):
+        return bool(pc.any(pc.greater(pc.list_value_length(cells), 0)).as_py())
+    return bool(pc.any(pc.is_valid(cells)).as_py())
 
 
 def read_rows_refusing_media(
