@@ -552,7 +552,7 @@ def optimizer_value_check(roots: state_keys.StateRoots) -> TensorCheck:
     divides by the moment's square root). A tensor that cannot be read is `check_values`'
     finding."""
 
-    def problem(key: str, values: torch.Tensor) -> str | None:
+    def problem(key: str, values: Iterator[torch.Tensor]) -> str | None:
         rest = roots.state_path(key)
         state = rest.rpartition(".")[2] if rest is not None else None
         if state == STEP_COUNT:
@@ -564,14 +564,16 @@ def optimizer_value_check(roots: state_keys.StateRoots) -> TensorCheck:
     return problem
 
 
-def _pieces(values: torch.Tensor) -> Iterator[torch.Tensor]:
-    """`values` flat, as pieces of at most `PIECE_ELEMENTS` (widened to float where the
-    dtype compares only so), so that a widened copy takes a piece's memory, not a tensor's."""
+def _pieces(values: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
+    """`values` (the flat pieces `check_values` reads) as pieces of at most
+    `PIECE_ELEMENTS` (widened to float where the dtype compares only so), so that a
+    widened copy takes a piece's memory, not a tensor's."""
     import torch
 
-    for piece in values.detach().reshape(-1).split(PIECE_ELEMENTS):
-        wide = piece.is_floating_point() and piece.dtype != torch.float64
-        yield piece.float() if wide else piece
+    for part in values:
+        for piece in part.detach().reshape(-1).split(PIECE_ELEMENTS):
+            wide = piece.is_floating_point() and piece.dtype != torch.float64
+            yield piece.float() if wide else piece
 
 
 def _negative_problem(pieces: Iterator[torch.Tensor]) -> str | None:

@@ -9,11 +9,11 @@ a blob whose CRC fails is damage whatever the writer (mfsdp, verl, Megatron-LM).
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check import manifest_coverage
-from mfsdp_ckpt.check.blob_runs import small_blobs
+from mfsdp_ckpt.check.blob_runs import SMALL_BLOB_BYTES, small_blobs
 from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.read_ahead import reading_ahead
@@ -26,10 +26,12 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.chunk_checks import MAX_LISTED_PROBLEMS, chunk_backing_problem
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError
+from mfsdp_ckpt.storage.piece_reads import piece_reader
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     ObjectEntry,
+    TensorEntry,
     unclaimed_storage_entries,
 )
 
@@ -38,11 +40,16 @@ if TYPE_CHECKING:
 
     import torch
 
+# The bytes of a stored chunk `tensor_pieces` reads at a time: what validate --deep holds of
+# a tensor of any size (and a chunk decoded whole: a small one, or one not raw bytes)
+WINDOW_BYTES = 4 << 20
+
 HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
 
-# A further check of a tensor's values, given its key: what is wrong with them, in one
-# message, or None. `check_values` runs it on the tensor it has read for its own count.
-TensorCheck = Callable[[str, "torch.Tensor"], "str | None"]
+# A further check of a tensor's values, given its key and the values as flat pieces (each
+# valid until the next is taken; it may stop early): what is wrong with them, in one
+# message, or None. `check_values` runs it on the pieces it reads for its own count.
+TensorCheck = Callable[[str, "Iterator[torch.Tensor]"], "str | None"]
 
 
 def check_files(
@@ -275,45 +282,111 @@ def check_values(
     progress: Progress | None,
     also: TensorCheck | None = None,
 ) -> None:
-    """Every tensor read once, a tensor at a time, for NaN/Inf, and for what `also` looks
-    for (the optimizer's value checks of a checkpoint without a manifest): on a checkpoint
-    of hundreds of gigabytes a second read of any tensor costs as much as the first."""
+    """Every tensor read once, a bounded piece at a time (`tensor_pieces`), for NaN/Inf,
+    and for what `also` looks for (the optimizer's value checks of a checkpoint without a
+    manifest): on a checkpoint of hundreds of gigabytes a second read of any tensor costs
+    as much as the first. `progress` is told the bytes read of all (done, total) as each
+    piece is checked: one tensor of gigabytes, or of 200,000 chunks, is minutes of reading."""
     entries = list(reader.tensors.values())
     lost = files_not_readable(reader)
     unread: dict[str, list[str]] = {}  # a data file reported lost -> the tensors in it
     chunks = [(c.file, c.file_offset, c.length) for e in entries for c in e.chunks if c.file]
+    counted = _BytesDone(sum(e.nbytes for e in entries), progress)
     with reading_ahead(reader, chunks):  # thousands of small tensors: a run at a time
-        for done, entry in enumerate(entries, 1):
+        for entry in entries:
             gone = next((c.file for c in entry.chunks if c.file in lost), None)
             if gone is not None:  # said once for its file, not once per tensor
                 unread.setdefault(gone, []).append(entry.name)
             elif not reader.coverage_problems(entry):
-                _check_tensor(reader, entry.name, report, also)
-            if progress:
-                progress(done, len(entries))
+                _check_tensor(reader, entry, report, also, counted)
+            counted.tensor_done(entry.nbytes)
     _report_unread(unread, lost, report)
 
 
+class _BytesDone:
+    """Bytes of tensor values checked so far, told to `progress` as each piece is; a tensor
+    skipped (its file lost) or cut short by an error counts whole as it ends."""
+
+    def __init__(self, total: int, progress: Progress | None):
+        self.total, self.progress, self.done, self.in_tensor = total, progress, 0, 0
+
+    def piece(self, nbytes: int) -> None:
+        self.in_tensor += nbytes
+        if self.progress is not None:
+            self.progress(self.done + self.in_tensor, self.total)
+
+    def tensor_done(self, nbytes: int) -> None:
+        self.done, self.in_tensor = self.done + nbytes, 0
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
 def _check_tensor(
-    reader: CheckpointReader, name: str, report: ValidationReport, also: TensorCheck | None
+    reader: CheckpointReader,
+    entry: TensorEntry,
+    report: ValidationReport,
+    also: TensorCheck | None,
+    counted: _BytesDone,
 ) -> None:
-    """One tensor read and checked (`check_values`). A function of its own so the tensor is
-    freed as it returns, before the next is read: a loop's variable kept the last tensor
-    alive while the next was allocated, and an Adam checkpoint's two moments of the
-    embedding, read one after the other, held twice the largest tensor."""
-    where = f"[{name}]"
+    """One tensor read a piece at a time (`tensor_pieces`) and checked (`check_values`):
+    read whole, a 2 GiB tensor held 2.5 GiB, and the largest tensor set the memory the
+    check needed. Its NaN/Inf are counted on each piece as `also` (or, without it, this
+    loop) takes it, so the pieces are read once for both."""
+    where = f"[{entry.name}]"
+    nans = nonfinite = 0
+
+    def scanned() -> Iterator[torch.Tensor]:
+        nonlocal nans, nonfinite
+        for piece in tensor_pieces(reader, entry):
+            found = count_nonfinite_tensor(piece)
+            if found:
+                nonfinite, nans = nonfinite + found, nans + count_nan_tensor(piece)
+            yield piece
+            counted.piece(piece.numel() * piece.element_size())
+
+    pieces = scanned()
     try:
-        tensor = reader.read_tensor(name)
+        problem = also(entry.name, pieces) if also is not None else None
+        for _ in pieces:  # what `also` left unread (it stops at a first finding)
+            pass
     except (CheckpointFormatError, CheckpointFileError) as err:
         report.add(ERROR, where, str(err))
         return
-    nonfinite = count_nonfinite_tensor(tensor)
     if nonfinite:
-        nans = count_nan_tensor(tensor)
         report.add(ERROR, where, f"{nans} NaN and {nonfinite - nans} Inf values")
-    problem = also(name, tensor) if also is not None else None
     if problem is not None:
         report.add(ERROR, where, problem)
+
+
+def tensor_pieces(reader: CheckpointReader, entry: TensorEntry) -> Iterator[torch.Tensor]:
+    """`entry`'s values as flat pieces of a bounded size, in storage order (not the
+    tensor's): a stored chunk of raw bytes a window at a time (`piece_reads`, as export
+    --verify reads its source), into one buffer reused for every window (so a piece is
+    valid only until the next is asked for); a small chunk, or one whose blob is not raw
+    bytes (compressed, another layout), decoded whole (one chunk, never the tensor).
+    CheckpointFormatError/CheckpointFileError as reading the whole tensor raises them."""
+    import torch
+
+    reader.check_readable(entry)
+    size = entry.dtype.itemsize
+    buffer: torch.Tensor | None = None
+    for chunk in entry.chunks:
+        if not chunk.numel:
+            continue
+        offset = None
+        if chunk.length > SMALL_BLOB_BYTES:  # smaller: served from its run (`reading_ahead`)
+            offset = reader.raw_payload_offset(entry, chunk)
+        if offset is None or chunk.file is None:
+            yield reader.read_chunk(entry, chunk).reshape(-1)
+            continue
+        elements = min(chunk.numel, max(1, WINDOW_BYTES // size))
+        if buffer is None or buffer.numel() < elements * size:
+            buffer = torch.empty(elements * size, dtype=torch.uint8)
+        with piece_reader(reader, chunk.file, offset + chunk.numel * size) as fill:
+            for first in range(0, chunk.numel, elements):
+                raw = buffer[: min(elements, chunk.numel - first) * size]
+                fill(buffer=raw.numpy().data, offset=offset + first * size)
+                yield raw.view(entry.dtype.torch)
 
 
 def files_not_readable(reader: CheckpointReader) -> dict[str, str]:

@@ -224,11 +224,11 @@ def _run_checks(
             check_hashes(paths, manifest, report, hash_progress)
         else:  # no digest vouches for the optimizer's values: check them as they are read
             also = optimizer_value_check(state_roots)
-        total, done = sum(len(r.tensors) for r in readers), 0
+        total, done = sum(_value_bytes(r) for r in readers), 0
         for each, verdicts in zip(readers, archives):
             check_values(each, report, _shifted(progress, done, total), also)
             check_objects(each, report, verdicts)
-            done += len(each.tensors)
+            done += _value_bytes(each)
     return report
 
 
@@ -268,8 +268,13 @@ def _check_metadata_tail(
         )
 
 
+def _value_bytes(reader: CheckpointReader) -> int:
+    return sum(entry.nbytes for entry in reader.tensors.values())
+
+
 def _shifted(progress: Progress | None, done: int, total: int) -> Progress | None:
-    """`progress` told of one reader's tensors as a part of `total` over several readers."""
+    """`progress` told of one reader's tensor bytes as a part of `total` over several
+    readers."""
     if progress is None:
         return None
     return lambda count, _of: progress(done + count, total)

@@ -12,35 +12,23 @@ import os
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, NamedTuple
 
-from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.fused_tensors import ROW_PREFIX_TRANSFORMS
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
 from mfsdp_ckpt.storage import tensorstore_store
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError, read_into
+from mfsdp_ckpt.storage.byte_store import read_into
+from mfsdp_ckpt.storage.piece_reads import STREAM_PIECE_ELEMENTS, open_checked, pread_exact
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
 if TYPE_CHECKING:
     import torch
 
 
-class _FdStore(Protocol):
-    """A byte store that hands out file descriptors (local disk), for copy_file_range."""
-
-    def open_fd(self, name: str) -> int: ...
-
-
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
-
-
-# A cast converts this many elements at a time (4 MiB of fp32 in, 2 MiB of bf16 out): small
-# enough that the piece just read is still in cache when it is cast and the cast still in
-# cache when it is written.
-STREAM_PIECE_ELEMENTS = 1 << 20
 
 
 def streams_in_pieces(plan: ExportPlan, item: MappedTensor) -> bool:
@@ -125,14 +113,8 @@ def raw_pieces(plan: ExportPlan, item: MappedTensor) -> list[RawPiece] | None:
 
 def open_piece(plan: ExportPlan, item: MappedTensor, piece: RawPiece) -> int:
     """A descriptor of `piece`'s file (the caller closes it), checked to hold its bytes."""
-    reader, size = plan.source.reader, plan.entry(item).dtype.itemsize
-    fd = cast("_FdStore", reader.store).open_fd(piece.file)  # `is_streamable`: has open_fd
-    try:
-        _check_size(fd, piece.offset + piece.stored * size, reader.root / piece.file)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    size = plan.entry(item).dtype.itemsize  # `is_streamable`: its store has open_fd
+    return open_checked(plan.source.reader, piece.file, piece.offset + piece.stored * size)
 
 
 def stream_tensor(
@@ -233,14 +215,6 @@ def nonfinite_error(
     )
 
 
-def _check_size(fd: int, needed: int, path: str | os.PathLike[str]) -> None:
-    size = os.fstat(fd).st_size
-    if size < needed:
-        raise CheckpointFileError(
-            f"{path}: needs {needed} bytes but the file has {size} (truncated?)"
-        )
-
-
 def _cast_range(
     fill: Callable[..., None],
     piece_elements: int,
@@ -283,12 +257,3 @@ def _cast_range(
         )
     if not plan.allow_nonfinite and buffers.nonfinite:
         raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)
-
-
-def pread_exact(fd: int, buffer: memoryview, offset: int, path: str | os.PathLike[str]) -> None:
-    done = 0
-    while done < len(buffer):
-        count = os.preadv(fd, [buffer[done:]], offset + done)
-        if count <= 0:  # its size was checked before the read
-            raise shrank_while_read(fd, offset + len(buffer), path)
-        done += count

@@ -11,10 +11,8 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,18 +20,14 @@ from mfsdp_ckpt.convert.export_listing import list_export, named_in_export
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, task_cost
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
 from mfsdp_ckpt.convert.export_stream import (
-    STREAM_PIECE_ELEMENTS,
     PieceBuffers,
     RawPiece,
-    open_piece,
-    pread_exact,
     raw_pieces,
     streams_in_pieces,
 )
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.storage import tensorstore_store
-from mfsdp_ckpt.storage.byte_store import read_into
+from mfsdp_ckpt.storage.piece_reads import piece_reader, window_elements
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
 if TYPE_CHECKING:
@@ -205,10 +199,11 @@ def _streamed_pieces(
     a store's read size from a URL), and cast as the export cast them (torch rounds as
     `.to()` does). The tensor is never held whole, whatever the store."""
     source_dtype, out_dtype = plan.entry(item).dtype, plan.dtypes[item.targets[0]]
-    elements = _piece_elements(plan, item, pieces)
-    source, target = buffers.get(elements * source_dtype.itemsize, elements * out_dtype.itemsize)
+    reader, size = plan.source.reader, source_dtype.itemsize
+    elements = window_elements(reader, size, max(piece.numel for piece in pieces))
+    source, target = buffers.get(elements * size, elements * out_dtype.itemsize)
     for piece in pieces:
-        with _piece_reader(plan, item, piece) as fill:
+        with piece_reader(reader, piece.file, piece.offset + piece.stored * size) as fill:
             for first in range(0, piece.numel, elements):
                 count = min(elements, piece.numel - first)
                 raw = source[: count * source_dtype.itemsize]
@@ -218,34 +213,6 @@ def _streamed_pieces(
                     expected = target[: count * out_dtype.itemsize]
                     expected.view(out_dtype.torch).copy_(raw.view(source_dtype.torch))
                 yield (piece.start + first) * out_dtype.itemsize, expected
-
-
-def _piece_elements(plan: ExportPlan, item: MappedTensor, pieces: list[RawPiece]) -> int:
-    """Elements read at a time: the export's cast piece from local files; from a store
-    without descriptors its read size, no larger than the largest piece (as
-    `export_stream` reads it, so a thread verifying small tensors keeps small buffers)."""
-    if hasattr(plan.source.reader.store, "open_fd"):
-        return STREAM_PIECE_ELEMENTS
-    read = max(1, tensorstore_store.READ_PIECE_BYTES // plan.entry(item).dtype.itemsize)
-    return min(read, max(piece.numel for piece in pieces))
-
-
-@contextmanager
-def _piece_reader(
-    plan: ExportPlan, item: MappedTensor, piece: RawPiece
-) -> Iterator[Callable[..., None]]:
-    """`fill(buffer=..., offset=...)` reading `piece`'s file: pread on a descriptor checked
-    to hold its bytes (closed after), else the store's own read, which says a short read as
-    the file and byte range it lacks."""
-    reader = plan.source.reader
-    if not hasattr(reader.store, "open_fd"):
-        yield partial(read_into, reader.store, piece.file)
-        return
-    fd = open_piece(plan, item, piece)
-    try:
-        yield partial(pread_exact, fd, path=reader.root / piece.file)
-    finally:
-        os.close(fd)
 
 
 def _whole_pieces(

@@ -18,7 +18,9 @@ from tests.support.megatron_checkpoints import save_dcp
 
 
 class ChunkCountingReader(CheckpointReader):
-    """The real reader, counting the chunks read of each tensor."""
+    """The real reader, counting the chunks read of each tensor: decoded whole (a small one,
+    or one not stored as raw bytes), or found raw and then read a window at a time
+    (`storage_checks.tensor_pieces`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -27,6 +29,11 @@ class ChunkCountingReader(CheckpointReader):
     def read_chunk(self, entry, chunk):
         self.chunk_reads[entry.name] += 1
         return super().read_chunk(entry, chunk)
+
+    def raw_payload_offset(self, entry, chunk):
+        found = super().raw_payload_offset(entry, chunk)
+        self.chunk_reads[entry.name] += found is not None
+        return found
 
 
 def test_each_tensor_is_read_once_and_its_optimizer_values_still_checked(tmp_path):

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from mfsdp_ckpt.check.removed_while_read import CheckpointRemovedError
-from mfsdp_ckpt.convert import export_stream, import_hf
+from mfsdp_ckpt.convert import import_hf
 from mfsdp_ckpt.format.dtypes import BY_NAME
 from mfsdp_ckpt.format.finite import PIECE_ELEMENTS, count_nonfinite_in_file
+from mfsdp_ckpt.storage import piece_reads
 from mfsdp_ckpt.storage.dcp_stream_writer import StreamingDcpWriter
 from tests.support.hf_model_files import hidden_leftovers, saved_hf_model
 from tests.support.interop_layouts import one_error_line, run_cli
@@ -144,14 +145,14 @@ def test_export_of_a_shard_truncated_meanwhile_names_it(
     code, _, err = run_cli("ckpt", "import-hf", hf_model, "--out", ckpt)
     assert code == 0, err
     flags = ["--allow-nonfinite"] if allow_nonfinite else []
-    checking = export_stream._check_size
+    checking = piece_reads.check_size
     checked: list[tuple[Path, int]] = []
 
     def counted(fd, needed, path):
         checking(fd, needed, path)
         checked.append((path, needed))
 
-    monkeypatch.setattr(export_stream, "_check_size", counted)
+    monkeypatch.setattr(piece_reads, "check_size", counted)
     code, _, err = _export(ckpt, hf_model, tmp_path / "whole", *flags)
     assert code == 0 and checked, err
     shard, needed = checked[-1]  # the last tensor streamed: no read comes after its own
@@ -161,7 +162,7 @@ def test_export_of_a_shard_truncated_meanwhile_names_it(
         if (path, needed_now) == (shard, needed):
             _truncate(path, needed - 1)
 
-    monkeypatch.setattr(export_stream, "_check_size", checked_then_truncated)
+    monkeypatch.setattr(piece_reads, "check_size", checked_then_truncated)
     out = tmp_path / "exported"
     code, _, err = _export(ckpt, hf_model, out, *flags)
     _assert_one_line_naming(code, err, shard, needed - 1, tmp_path)
