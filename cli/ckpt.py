@@ -99,9 +99,10 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     refuse_url(path)  # every spelling of a file: URL is told its local path, as validate does
     # reading pickled objects loads torch: train's choice, for one process, made only then
     configure_threads_when_torch_loads()
-    bar = CallbackBar(enabled=deep and not as_json, unit="B", desc="inspect", unit_scale=True)
-    # --deep on LoRA hashes the whole base model: minutes for a 7B one
-    with metadata_progress(not as_json), bar as progress:
+    # --deep on LoRA hashes the whole base model: minutes for a 7B one. Progress goes to
+    # stderr under --json too: stdout holds the one JSON object
+    bar = CallbackBar(enabled=deep, unit="B", desc="inspect", unit_scale=True)
+    with metadata_progress(), bar as progress:
         description = describe_checkpoint(path, role=role, deep=deep, progress=progress)
     _say_note(description["note"])
     if deep and description["lora"] is None:
@@ -179,15 +180,15 @@ def validate(
         configure_threads(1)
     # Three bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
     # gigabytes against an adapter of megabytes), then the checkpoint's own files, then its
-    # tensors are read.
-    shown = deep and not as_json
-    base_bar = CallbackBar(enabled=shown, unit="B", desc="validate base model", unit_scale=True)
-    hash_bar = CallbackBar(enabled=shown, unit="B", desc="validate hashes", unit_scale=True)
+    # tensors are read, counted in bytes (one tensor may be gigabytes). Under --json too, on
+    # stderr: a script's CI log shows minutes of work moving.
+    base_bar = CallbackBar(enabled=deep, unit="B", desc="validate base model", unit_scale=True)
+    hash_bar = CallbackBar(enabled=deep, unit="B", desc="validate hashes", unit_scale=True)
     with (
-        metadata_progress(not as_json),
+        metadata_progress(),
         base_bar as base_progress,
         hash_bar as hash_progress,
-        CallbackBar(shown, "tensor", "validate") as progress,
+        CallbackBar(deep, "B", "validate", unit_scale=True) as progress,
     ):
         report = validate_checkpoint(
             path,

@@ -48,7 +48,9 @@ _UNITS = ("KB", "MB", "GB", "TB")
 @click.option(
     "--max-shard-size",
     default=None,
-    help="Largest safetensors file (5GB, 500MB, 2GiB, ...)  [default: 5GB]. A bare number counts"
+    help="Most tensor bytes per safetensors file (5GB, 500MB, 2GiB, ...)  [default: 5GB], as in"
+    " transformers: each file's JSON header comes on top, and a tensor larger than this gets a"
+    " file of its own. A bare number counts"
     " bytes, as in transformers; under 1 MB a note (stderr, and --json's notes) names the"
     " unit likely meant."
     " An adapter export (one adapter_model.safetensors) refuses it.",
@@ -186,11 +188,12 @@ def export_hf(
     configure_threads_when_torch_loads()
     from mfsdp_ckpt.convert.export_hf import export_hf as run_export
 
-    bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
+    # progress goes to stderr under --json too: stdout holds the one JSON object
+    bar = CallbackBar(enabled=True, unit="B", desc="export", unit_scale=True)
     # a merged LoRA export first hashes the whole base model (it must be the one trained on)
-    base_bar = CallbackBar(not as_json, "B", desc="export base model", unit_scale=True)
+    base_bar = CallbackBar(True, "B", desc="export base model", unit_scale=True)
     # --verify reads and converts every tensor again, as long as the export took
-    verify_bar = CallbackBar(not as_json, "B", desc="verify", unit_scale=True)
+    verify_bar = CallbackBar(True, "B", desc="verify", unit_scale=True)
 
     def progress(tensors: int, total_tensors: int, done: int, total: int) -> None:
         bar.update(done, total, f"{tensors}/{total_tensors} tensors")
@@ -226,7 +229,7 @@ def export_hf(
             bar.close()
             verify_bar.close()
 
-    with metadata_progress(not as_json), config_check_lines(not as_json):
+    with metadata_progress(), config_check_lines(not as_json):
         result = run()
     result.notes[:0] = _bare_size_notes(max_shard_size)
     echo_result(result, as_json, derived=("gb_per_s", "convert_gb_per_s", "verify_gb_per_s"))

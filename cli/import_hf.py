@@ -112,7 +112,7 @@ def import_hf(
     def run():
         with (
             config_check_lines(not as_json),
-            CallbackBar(enabled=not as_json, unit="tensor", desc="import") as update,
+            CallbackBar(enabled=True, unit="tensor", desc="import") as update,
         ):
             progress = (
                 (lambda tensors, total, _bytes, _total_bytes: update(tensors, total))

@@ -20,12 +20,9 @@ from trainer.progress import CallbackBar, bars_drawn
 
 
 @contextlib.contextmanager
-def metadata_progress(shown: bool = True) -> Iterator[None]:
-    """Within this block, each large `.metadata` read shows its progress (nothing when
-    not `shown`: --json)."""
-    if not shown:
-        yield
-        return
+def metadata_progress() -> Iterator[None]:
+    """Within this block, each large `.metadata` read shows its progress (on stderr, with
+    --json too: stdout keeps its one object)."""
     bars: dict[str, CallbackBar] = {}
     checks: dict[tuple[str, str], CallbackBar] = {}  # (file, check) -> its bar
     read: set[str] = set()  # files read, whose checks have not yet begun
