@@ -74,6 +74,8 @@ from trainer.run_files import replacing
 from trainer.shapes import SHAPE_NAMES, shape_refusal
 from trainer.shown_value import overrides_typed, typed_text
 from trainer.verl_hydra_files import deletion_hint, refused_selection
+from trainer.verl_null_flags import null_switch
+from trainer.verl_shared_keys import SHARED_WITH_VERL
 from trainer.verl_source import VerlSourceError, parse_verl_yaml
 
 RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
@@ -370,11 +372,17 @@ def _unset_verl_nulls(cls: type, tree: dict[str, Any], source: str, prefix: str 
     """In a verl config, a null on an mfsdp key that takes none (`data.val_files: null`, as
     the config verl's SFT trainer prints has it) is verl's "not set": the key is removed, so
     the mfsdp default stays, with the note `mfsdp config from-verl` gives for it, where an
-    mfsdp file's null there is refused ("expects a list of strings")."""
+    mfsdp file's null there is refused ("expects a list of strings"). A null on a switch is
+    false, as verl reads it (trainer.verl_null_flags)."""
     for key in list(tree):
         dotted = f"{prefix}{key}"
         if isinstance(tree[key], dict):
             _unset_verl_nulls(cls, tree[key], source, f"{dotted}.")
+            continue
+        shared = dotted in SHARED_WITH_VERL[verl_keys.command_of(cls)]  # a key verl reads
+        switch = null_switch(cls, dotted, dotted, source) if shared and tree[key] is None else None
+        if switch is not None:  # a switch verl tests for truth: false (trainer.verl_null_flags)
+            tree[key] = False
             continue
         found = _field_of(cls, dotted) if tree[key] is None else None
         if found is not None and type(None) not in typing.get_args(found[2]):

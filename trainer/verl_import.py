@@ -40,6 +40,7 @@ from trainer.torchrun_options import Torchrun
 from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS
 from trainer.verl_script import script_pairs
 from trainer.verl_script_state import GRPO_MODULES
+from trainer.verl_shared_keys import SHARED_WITH_VERL as _SHARED_WITH_VERL
 from trainer.verl_source import (
     MAX_EXPANDED_CHARS,
     MAX_SOURCE_BYTES,
@@ -52,35 +53,6 @@ from trainer.verl_source import (
 )
 
 _SHOWN_KEYS = 4  # keys a note names before "(+N more)"
-# the keys of verl's trainer configs that are mfsdp keys of the same name too, per command: a
-# YAML of these only is a verl override file. main_ppo's are those at the top level of its
-# _generated_ppo_trainer.yaml; its model, rollout and optim keys stand under
-# actor_rollout_ref, so a top-level `model.path`, `rollout.n` or `optim.lr` (keys of verl's
-# generation and SFT configs) makes a GRPO file mfsdp's: counted as shared, an mfsdp GRPO
-# config converted at exit 0 with verl's defaults written over it
-_SHARED_DATA_AND_NAMES = frozenset(
-    {
-        *("data.train_files", "data.val_files", "data.prompt_key", "data.shuffle"),
-        *("trainer.project_name", "trainer.experiment_name", "trainer.logger", "trainer.device"),
-    }
-)
-_SHARED_WITH_VERL = {
-    # fsdp_sft_trainer's sft_trainer.yaml, sft_trainer's sft_trainer_engine.yaml
-    "sft": _SHARED_DATA_AND_NAMES
-    | {
-        *("data.max_length", "data.messages_key", "data.micro_batch_size", "data.truncation"),
-        *("data.prompt_dict_keys", "data.response_key", "data.response_dict_keys"),
-        *("model.path", "model.lora_rank", "model.lora_alpha", "model.target_modules"),
-        *("optim.lr", "optim.betas", "optim.clip_grad", "optim.weight_decay", "trainer.seed"),
-    },
-    # main_ppo's _generated_ppo_trainer.yaml: its data, algorithm and trainer sections
-    "grpo": _SHARED_DATA_AND_NAMES
-    | {
-        *("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo"),
-        *("data.filter_overlong_prompts", "data.max_prompt_length", "data.train_batch_size"),
-        *("data.val_max_samples", "trainer.val_before_train"),
-    },
-}
 # keys of mfsdp's name that verl's trainers for the command never read: said ignored, never
 # carried over as the mfsdp key they spell (verl's SFT `data.micro_batch_size` set mfsdp's
 # micro-batch size, which data.loss_normalization=micro_batch weighs by, where verl's

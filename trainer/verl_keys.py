@@ -44,6 +44,8 @@ from trainer.verl_megatron_optim import (
     optimizer_overrides_on_megatron,
     verls_betas,
 )
+from trainer.verl_model_len import MAX_MODEL_LEN, short_model_len
+from trainer.verl_null_flags import null_switch
 from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS, same
 from trainer.verl_rules import (
     ACTOR,
@@ -81,6 +83,7 @@ from trainer.verl_rules import (
     verl_only_value,
     worker_version_refusal,
 )
+from trainer.verl_shared_keys import SHARED_WITH_VERL
 
 log = logging.getLogger("mfsdp.config")
 
@@ -323,8 +326,15 @@ def carry_over(
             out += betas_on_megatron(raw_key, value, given)
             continue
         if is_native(cls, key):
+            # a null on a switch of verl's name is verl's false, whoever's file or line it is in
+            shared = verls or key in SHARED_WITH_VERL[command]
+            switch = null_switch(cls, raw_key, key) if shared and value is None else None
+            if switch is not None:
+                out += switch.items()
+                continue
             if verls:
                 _refuse_verl_only_value(raw_key, key, value)
+                _note_first_rows(raw_key, key, value, given)
             value = _native_value(raw_key, key, value)
             if verls and key == WEIGHT_DECAY and decays(value) and not on_megatron(given):
                 log.warning(
@@ -376,6 +386,14 @@ def carry_over(
             continue
         if key == WORKER_IMPL:
             _refuse_worker_by_version(raw_key, value, given)
+        short = short_model_len(cls, value, given) if key == MAX_MODEL_LEN else None
+        if short is not None:
+            raise _no_equivalent(raw_key, value, short)
+        target = rule.target if rule.convert is None else None
+        switch = null_switch(cls, raw_key, target) if value is None else None
+        if switch is not None:  # a null verl tests for truth: false, never "not set"
+            out += switch.items()
+            continue
         if is_unset(value) and (rule.convert is not None or rule.target is not None):
             note(raw_key, {}, NOT_SET)  # (`warmup_style: null`, verl's own default): the
             continue  # default stands, as for a key not given
@@ -627,10 +645,31 @@ def _native_value(raw_key: str, key: str, value: Any) -> Any:
         default = " (verl's default, gae, is PPO with a critic)" if value == "gae" else ""
         why = f"mfsdp trains GRPO only; set algorithm.adv_estimator=grpo{default}"
         raise NotCarried(f"{raw_key}={_given(raw_key, value)}: {why}", why)
-    if key in NO_LIMIT and same(value, -1):
+    if key in NO_LIMIT and no_limit(value):
         note(raw_key, {key: None}, "")
         return None
     return value
+
+
+def _note_first_rows(raw_key: str, key: str, value: Any, given: dict[str, Any]) -> None:
+    """A note where verl's `data.val_max_samples` limits the validation rows: verl picks
+    that many at random (seeded by data.seed) where data.shuffle is true, its default;
+    mfsdp validates on the file's first rows."""
+    if key not in NO_LIMIT or no_limit(value) or given.get("data.shuffle") is False:
+        return
+    log.warning(
+        "note: verl's %s=%s validates on the first %s rows here; verl picks that many at"
+        " random (seeded by data.seed) where data.shuffle is true, its default",
+        raw_key,
+        _given(raw_key, value),
+        _given(raw_key, value),
+    )
+
+
+def no_limit(value: Any) -> bool:
+    """Whether `value` of a key of NO_LIMIT is verl's "every row": it limits the rows only
+    above 0 (`max_samples > 0`), so -1, its default, and 0 alike."""
+    return isinstance(value, int) and not isinstance(value, bool) and value <= 0
 
 
 def target_of(cls: type, given: str) -> str | None:
@@ -748,7 +787,7 @@ def _read_as_verl(key: str, value: Any) -> bool:
     `optim.betas`, which verl's Megatron backend never reads (SFT's `optim` section is
     mfsdp's too), or at a gradient clip or weight decay verl's FSDP backend trains
     otherwise (`clips_to_zero`, DECAY_SCOPE)."""
-    verl_value = (key == ESTIMATOR and value != "grpo") or (key in NO_LIMIT and same(value, -1))
+    verl_value = (key == ESTIMATOR and value != "grpo") or (key in NO_LIMIT and no_limit(value))
     verl_value = verl_value or verl_only_value(key, value) is not None
     verl_value = verl_value or clips_to_zero(key, value) or (key == WEIGHT_DECAY and decays(value))
     return verl_value or key in MIRRORS.values() or key == BETAS

@@ -290,7 +290,7 @@ def _data() -> Iterator[tuple[str, Off]]:
     yield (
         "data.train_max_samples",
         Off(
-            (-1,),
+            (-1, 0),  # verl reads any number but one above 0 as every row
             "every row is read",
             "every row is read here: limit the rows in the file, or the steps with"
             " trainer.total_steps",
@@ -298,7 +298,9 @@ def _data() -> Iterator[tuple[str, Off]]:
     )
     yield (
         "data.val_max_samples",
-        Off((-1,), "every validation row is read", "every validation row is read in SFT", ("sft",)),
+        Off(
+            (-1, 0), "every validation row is read", "every validation row is read in SFT", ("sft",)
+        ),
     )
     yield (
         "data.ignore_input_ids_mismatch",

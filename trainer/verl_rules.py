@@ -670,7 +670,8 @@ RULES: dict[str, Rule] = {
     },
     ROLLOUT + "max_model_len": Rule(
         None,
-        why="the engine sizes it from max_prompt_length + max_response_length",
+        why="the engine sizes it from max_prompt_length + max_response_length"
+        " (a value below their sum is refused)",
         commands=("grpo",),
     ),
     "data.max_response_length": Rule("rollout.max_response_length", commands=("grpo",)),
