@@ -161,6 +161,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
     from trainer.config_kind import refuse_other_kind
+    from trainer.grpo.config import GRPOConfig, note_validation_unread
     from trainer.grpo.dump_dirs import check_dump_dirs
     from trainer.local_paths import (
         check_local_paths,
@@ -188,6 +189,8 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
         fail(f"{err}{help_pointer()}", EXIT_USAGE)
     check_no_variables(cfg)
     check_batch_sizes(cfg, 1)  # the part of any world size; `start` checks the ranks launched
+    if isinstance(cfg, GRPOConfig):
+        note_validation_unread(cfg)  # val_before_train / eval_every without data.val_files
     check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank

@@ -7,6 +7,7 @@ responses per rank.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -67,6 +68,9 @@ class RLDataConfig:
     train_batch_size: Positive[int] = 32  # prompts per step, all ranks
     val_max_samples: Positive[int] | None = None  # validate on the first N val prompts
     shuffle: bool = True
+    # True: a prompt's `<image>` / `<video>` trains as literal text (a row without media
+    # holding one is refused otherwise: verl expands them into media; unsupported_rows.py)
+    placeholders_as_text: bool = False
 
 
 @dataclass
@@ -191,3 +195,20 @@ class GRPOConfig(RunConfig):
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+
+
+def note_validation_unread(cfg: GRPOConfig) -> None:
+    """One note where the config asks for validation (`trainer.val_before_train`, or
+    `trainer.eval_every` above 0, verl's `test_freq`) but gives no `data.val_files`, the
+    only validation data GRPO reads: nothing is validated, which passed without a word."""
+    if cfg.data.val_files:
+        return
+    asked = [
+        *(["trainer.val_before_train=true"] if cfg.trainer.val_before_train else []),
+        *([f"trainer.eval_every={cfg.trainer.eval_every}"] if cfg.trainer.eval_every > 0 else []),
+    ]
+    if asked:
+        logging.getLogger("mfsdp.config").warning(
+            "note: %s without data.val_files: nothing is validated; give data.val_files",
+            " and ".join(asked),
+        )

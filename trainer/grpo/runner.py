@@ -118,8 +118,9 @@ class GRPOSteps(StepHooks):
     engine_has_base: bool = False  # set by the first weight push
 
     def before_first_step(self, metrics: MetricsLogger) -> None:
-        if self.val and self.cfg.trainer.val_before_train and self.run.start == 0:
-            metrics.log(0, self.validate(0))
+        # at whatever step the run starts, as verl's `fit` validates after loading a checkpoint
+        if self.val and self.cfg.trainer.val_before_train:
+            metrics.log(self.run.start, self.validate(self.run.start))
 
     def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
         cfg, run = self.cfg, self.run
