@@ -67,7 +67,8 @@ def _check_rl_first_row(cfg: Any, path: str) -> None:
         checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
     else:
         row, where, _ = _first_row(path, (cfg.data.prompt_key, "extra_info"))
-    if why := unsupported_row(row, cfg.data.prompt_key):
+    as_text = cfg.data.placeholders_as_text
+    if why := unsupported_row(row, cfg.data.prompt_key, placeholders_as_text=as_text):
         raise RLDataError(f"{where}: {why}")
 
 

@@ -4,8 +4,8 @@ file: a gsm8k_multiturn_w_tool / _w_interaction table (`extra_info.need_tools_kw
 `tools_kwargs`, `interaction_kwargs`) trained single-turn, its policy asked to call a tool
 it was never offered; geo3k rows without their `images` trained on a literal `<image>`.
 Both said ok and exited 0. False, null and empty values (as JSON text of any length too),
-and text that mentions an image or video tag inside a sentence (HTML, SVG prompts), are
-nothing to refuse. Config check reads the rows train reads: not a val file past the first
+and text that mentions an image or video tag other than verl's exact tokens, are nothing to
+refuse. Config check reads the rows train reads: not a val file past the first
 under `data.val_max_samples` (it refused a config train ran), and a parquet file whose
 first row group is large too."""
 
@@ -27,12 +27,15 @@ from trainer.tiny import build_tokenizer
 
 TOOLS = {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "3"}}}
 TOOL_ROWS = {  # extra_info of verl's tool and interaction tables, and the key refused
-    "need_tools_kwargs": ({"need_tools_kwargs": True, "tools_kwargs": TOOLS}, "need_tools_kwargs"),
+    "need_tools_kwargs": (
+        {"need_tools_kwargs": True, "tools_kwargs": TOOLS},
+        "need_tools_kwargs is True",
+    ),
     "tools_kwargs": ({"tools_kwargs": TOOLS}, "tools_kwargs"),
     "tools_kwargs as text": ({"tools_kwargs": json.dumps(TOOLS)}, "tools_kwargs"),
     "interaction_kwargs": ({"interaction_kwargs": {"query": "q"}}, "interaction_kwargs"),
-    "need_tools_kwargs 1": ({"need_tools_kwargs": 1}, "need_tools_kwargs"),  # verl: truthy
-    "need_tools_kwargs text": ({"need_tools_kwargs": "true"}, "need_tools_kwargs"),
+    "need_tools_kwargs 1": ({"need_tools_kwargs": 1}, "need_tools_kwargs is 1"),  # verl: truthy
+    "need_tools_kwargs text": ({"need_tools_kwargs": "true"}, "need_tools_kwargs is 'true'"),
 }
 NOTHING = [  # extra_info asking for no tool
     {"need_tools_kwargs": False, "tools_kwargs": {}, "interaction_kwargs": {}},
@@ -105,12 +108,18 @@ def test_extra_info_asking_for_no_tool_trains(tmp_path, extra_info):
 @pytest.mark.parametrize("token", ["<image>", "<video>"])
 @pytest.mark.parametrize(
     "text",
-    ["{}Find x in the figure.", "  {}\nFind x in the figure.", "Look:\n {} \nFind x."],
-    ids=["first", "first-line", "own-line"],
+    [
+        "{}Find x in the figure.",
+        "  {}\nFind x in the figure.",
+        "Look:\n {} \nFind x.",
+        "What is N + 3 in the figure below? {}",
+        "Question: {} What is N + 3?",
+    ],
+    ids=["first", "first-line", "own-line", "last", "mid"],
 )
 @pytest.mark.parametrize("prompt", ["turns", "text"])
 def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text, prompt):
-    """Where verl's multimodal rows put it: first in the text (geo3k), or alone on a line."""
+    """Wherever it is: verl's processor splits a turn's text at every one."""
     text = text.format(token)
     cell: Any = text if prompt == "text" else [{"role": "user", "content": text}]
     good = write_rl_rows(tmp_path / "good.jsonl")
@@ -120,7 +129,7 @@ def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text,
         assert said.startswith(
             f"{path} row 1: 'prompt' holds verl's placeholder '{token}' with no {column} in"
         )
-        assert said.endswith("if it is meant as text, put words before it on its line")
+        assert said.endswith("if the table means it as text, set data.placeholders_as_text=true")
 
 
 @pytest.mark.parametrize(
@@ -129,14 +138,9 @@ def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text,
         [{"role": "user", "content": "Name the <img> tag."}],
         [{"role": "user", "content": "An image of <images>."}],
         [{"role": "user", "content": "Write <Image> or < image >."}],
-        [{"role": "user", "content": "In HTML5, does a <video> element need a closing tag?"}],
-        [{"role": "user", "content": "Explain the tag <image> in SVG."}],
-        [
-            {"role": "system", "content": "Never output <image>."},
-            {"role": "user", "content": "Draw a cat."},
-        ],
+        [{"role": "user", "content": "Write a <VIDEO> tag."}],
     ],
-    ids=["img", "images", "Image", "html", "svg", "system"],
+    ids=["img", "images", "Image", "VIDEO"],
 )
 def test_a_prompt_mentioning_images_otherwise_trains(tmp_path, turns):
     path = _write(_rows(tmp_path, prompt=turns), tmp_path / "t.jsonl")

@@ -32,12 +32,15 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
 
-# What is parsed is bounded before parsing, as every row pays for it. A chat written out names
+# What is parsed is bounded before parsing, as every row pays for it. Each form refused starts
+# (its spaces stripped) as a list or numpy's repr of an array, CSV-quoted or not: a text
+# starting otherwise is a prompt, read without scanning it. A chat written out names
 # its keys quoted (json.dumps and repr write `"role"`, `'role'`, a CSV file `""role""`): a
 # text without both is a prompt, read without parsing it.
 _TURN_KEYS = tuple(re.compile(rf"""["']{key}["']""") for key in ("role", "content"))
 # A list, or numpy's repr of an array; a CSV field's quotes are taken off first
 _WRITTEN_LIST = re.compile(r"(\[|array\().*[\])]", re.DOTALL)
+_WRITTEN_STARTS = ("[", "array(", '"[', '"array(')  # what _WRITTEN_LIST or a CSV field opens
 # Python's parser holds ~500 bytes per token of a literal (a 6 MB `[1,1,...]` took 2.9 GB and
 # 41 s), json less but also per value: a text is parsed only when it has at most this many
 # tokens (~10 MB parsed), nested at most _MAX_DEPTH deep, and every token one a literal, JSON
@@ -73,6 +76,8 @@ def chat_written_as_text(text: str, column: str) -> str | None:
     a Python literal or as numpy's text of an array, CSV-quoted or not, which form named), or
     None when it is a prompt to read as text."""
     stripped = text.strip()
+    if not stripped.startswith(_WRITTEN_STARTS):
+        return None
     if not all(key.search(stripped) for key in _TURN_KEYS):
         return None
     form = next(

@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from itertools import accumulate
 from typing import Any
 
 # JSON text longer than this is a value: no table stores "nothing" in more
 JSON_TEXT_MAX = 64 * 1024
 # brackets nested deeper than this: a value, not parsed (the bound chat_as_text.py uses)
 MAX_DEPTH = 100
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_OPENING, _CLOSING = frozenset("[{"), frozenset("]}")
 _VALUE = object()  # text that is no JSON this module reads: a value
 
 
@@ -70,8 +67,21 @@ def _json_of(text: str) -> Any:
 
 def _shallow(text: str) -> bool:
     """Whether `text`'s brackets outside JSON strings nest no more than MAX_DEPTH deep
-    (counted only where it holds more brackets than that)."""
+    (counted only where it holds more brackets than that). One pass, each character looked
+    at once: a pattern for JSON strings, retried from every quote of an unclosed one (a cell
+    of escaped quotes), took time growing as the square of the cell's length."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return True
-    steps = (_BRACKET_STEP.get(char, 0) for char in _JSON_STRING.sub("", text))
-    return max(accumulate(steps, initial=0)) <= MAX_DEPTH
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in _OPENING:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif char in _CLOSING:
+            depth -= 1
+    return True

@@ -18,7 +18,8 @@ ground truth is given to it unchanged.
 Its `extra_info` must then be a dict, or missing or null (given as `{}`), as verl reads it:
 the function is given it as verl's reward manager gives it (`reward_extra_info`).
 A row of verl's tool or interaction tables, or whose prompt holds a multimodal placeholder
-with no media column, is refused (`unsupported_row`): it trained as another task.
+with no media column (unless `data.placeholders_as_text`), is refused (`unsupported_row`):
+it trained as another task.
 """
 
 from __future__ import annotations
@@ -212,7 +213,10 @@ def load_rl_prompts(
         where = origins(index)
         whole_row = functools.partial(origins.whole_row, index, row)
         turns, source = checked_prompt_row(row, where, whole_row, cfg.prompt_key, custom_reward)
-        if why := unsupported_row(row, cfg.prompt_key):  # tools, a media placeholder
+        # tools, a media placeholder (as text where the table means it so)
+        if why := unsupported_row(
+            row, cfg.prompt_key, placeholders_as_text=cfg.placeholders_as_text
+        ):
             raise RLDataError(f"{where}: {why}")
         try:
             rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
