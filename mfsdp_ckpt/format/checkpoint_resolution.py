@@ -544,7 +544,8 @@ def _refuse_choosing(run: Path, names: list[str]) -> None:
     """Several step dirs and no tracker: the complete ones are offered to choose from, and
     those whose save did not finish are named as such, not offered (given, one is refused).
     With none complete there is nothing to choose: a damaged run (exit 1)."""
-    unfinished = [name for name in names if name in unfinished_saves(run, names)]
+    left = unfinished_saves(run, names)  # one look at every step dir, not one per name
+    unfinished = [name for name in names if name in left]
     complete = [name for name in names if name not in unfinished]
     did_not_finish = unfinished_said(run, unfinished) if unfinished else None
     missing, loader = _untracked_loader(run, complete or names, None)
