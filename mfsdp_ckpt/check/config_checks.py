@@ -9,7 +9,7 @@ can write (the files export copies beside the weights: `asset_checks`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,7 +83,14 @@ def check_against_config(
     if hf_config is not None:
         root = safe_files.model_dir_root(config_file.parent)
         within = f"the model dir {config_file.parent}"
-    weights = {roots.module_path(k): k for k in roots.weight_keys(reader.tensors)}
+    from mfsdp_ckpt.convert.mapping_errors import MappingError
+    from mfsdp_ckpt.convert.name_maps import unique_paths
+
+    try:  # two stored keys for one weight (`x`, `_orig_mod.x`): export refuses to pick one
+        weights = unique_paths((roots.module_path(k), k) for k in roots.weight_keys(reader.tensors))
+    except MappingError as err:
+        report.add(ERROR, paths.dist_ckpt, str(err))
+        return
     _leave_out_buffers(report, weights, paths.dist_ckpt)
     try:
         safe_files.regular_file(config_file, root, within)
@@ -113,6 +120,10 @@ def check_against_config(
         return f"[{weights.get(name) or roots.stored_name(name)}]"
 
     model = expected.model_type
+    if _unconverted_names(
+        report, paths, roots, weights, sorted(set(stored) - set(expected.allowed)), model
+    ):
+        return
     missing = [where(name) for name in expected.required if name not in stored]
     _name_or_count(
         report,
@@ -125,6 +136,7 @@ def check_against_config(
         found = stored.get(name)
         if found is not None and found != shape:
             report.add(ERROR, where(name), f"shape {found}, {config_file} expects {shape}")
+    _refuse_non_float(report, paths, reader, weights, expected.required, model)
     unexpected = [where(name) for name in sorted(set(stored) - set(expected.allowed))]
     _name_or_count(
         report,
@@ -135,6 +147,50 @@ def check_against_config(
     )
     if report.deep and expected.tie_word_embeddings:
         _check_tied_head(paths, reader, weights, report, config_file)
+
+
+def _unconverted_names(
+    report: ValidationReport,
+    paths: layout.CheckpointPaths,
+    roots: state_keys.StateRoots,
+    weights: dict[str, str],
+    unexpected: list[str],
+    model: str,
+) -> bool:
+    """Whether the weights the config does not have (`unexpected`, module paths) are a kind
+    of save export does not convert (a live PEFT model's base_layer names, FSDP1's
+    flattened parameter): then UNSUPPORTED with export's line (`unknown_tensors_line`),
+    not "missing" weights that are there under other names."""
+    from mfsdp_ckpt.convert.export_plan import unknown_tensors_line
+    from mfsdp_ckpt.convert.name_maps import HF
+
+    sources = [weights.get(name) or roots.stored_name(name) for name in unexpected]
+    line, kind = unknown_tensors_line(model, HF, unexpected, sources)
+    if kind:
+        report.add_unsupported(paths.dist_ckpt, line)
+    return kind
+
+
+def _refuse_non_float(
+    report: ValidationReport,
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    weights: dict[str, str],
+    required: Iterable[str],
+    model: str,
+) -> None:
+    """A weight the config requires stored as no float (int8 without its scale) is
+    refused by export (`refuse_non_float_weights`, the rule it reads by): an error here,
+    in its line."""
+    from mfsdp_ckpt.convert.export_errors import StoredDtypeError
+    from mfsdp_ckpt.convert.weight_dtype import refuse_non_float_weights
+
+    keys = {name: weights[name] for name in required if name in weights}
+    dtypes = {key: reader.tensors[key].dtype for key in keys.values()}
+    try:
+        refuse_non_float_weights(keys, dtypes, model, paths.dist_ckpt)
+    except StoredDtypeError as err:
+        report.add(ERROR, paths.dist_ckpt, without_location(err, paths.dist_ckpt))
 
 
 def _leave_out_buffers(report: ValidationReport, weights: dict[str, str], where: Path) -> None:
@@ -466,6 +522,7 @@ def _check_plan(
         ExportError,
         ExportUsageError,
         ForeignWeightsError,
+        RefusedKind,
         StoredDtypeError,
     )
     from mfsdp_ckpt.convert.export_plan import plan_export
@@ -488,6 +545,9 @@ def _check_plan(
     except StoredDtypeError as err:  # damage whatever the config
         report.add(ERROR, source.location, without_location(err, source.location))
     except (ExportError, ExportUsageError, HFConfigError) as err:
+        if isinstance(err, RefusedKind):  # intact, a kind of save export does not convert
+            report.add_unsupported(source.location, without_location(err, source.location))
+            return
         report.add(
             ERROR,
             where,

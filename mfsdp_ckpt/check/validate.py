@@ -232,7 +232,10 @@ def _run_checks(
     return report
 
 
-DEEP_SKIPPED = "values not read (--deep): the --hf-config given is refused above; fix it first"
+DEEP_SKIPPED = (
+    "values not read (--deep): the checks against the --hf-config given failed above;"
+    " fix those first"
+)
 
 
 def _errors(report: ValidationReport) -> int:

@@ -34,6 +34,12 @@ class UnsupportedAdapter(ForeignWeightsError, RefusedKind):
     """ForeignWeightsError (exit 2) for an adapter kind export does not convert."""
 
 
+class UnconvertedNames(ExportUsageError, RefusedKind):
+    """Tensors named as a kind of save export does not convert (a live PEFT model's
+    base_layer and lora_A names, FSDP1's flattened parameter): intact, but unsupported
+    (`export_plan.unknown_tensors_line`)."""
+
+
 def foreign_weights(cause: Exception, message: str) -> ForeignWeightsError:
     """The usage error (exit 2) export raises for an adapter it refuses (`cause`), keeping
     whether `cause` is a kind refusal (`RefusedKind`): validate's verdict reads it."""

@@ -19,6 +19,7 @@ from mfsdp_ckpt.convert.export_errors import (
     ExportError,
     ExportUsageError,
     StoredDtypeError,
+    UnconvertedNames,
     UnsupportedAdapter,
     foreign_weights,
 )
@@ -58,7 +59,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
 )
 from mfsdp_ckpt.convert.recorded_layout import with_recorded_layout
-from mfsdp_ckpt.convert.weight_dtype import refuse_non_float
+from mfsdp_ckpt.convert.weight_dtype import refuse_non_float_weights
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import stat_inside
@@ -480,11 +481,22 @@ def _saved_peft_adapter(location: str) -> str:
 
 
 _LIVE_PEFT = re.compile(r"\.base_layer\.|\.lora_[AB]\.[^.]+\.weight$")
+# FSDP1's FlatParameter: `_flat_param` (under `_fsdp_wrapped_module.`, which loses the
+# wrapper segment) holds a wrapped module's weights flattened into one tensor
+_FSDP1_FLAT = re.compile(r"(^|\.)_flat_param$")
 
 
 def live_peft_hint(unknown: list[str]) -> str:
     """What a live PeftModel's state dict is (`q_proj.base_layer.weight`, `lora_A.default.
-    weight`: `model.state_dict()` of a PEFT model) and the saves export reads instead."""
+    weight`: `model.state_dict()` of a PEFT model) and the saves export reads instead; what
+    FSDP1's flattened parameter is and how to save the model instead; "" for other names."""
+    if any(_FSDP1_FLAT.search(name) for name in unknown):
+        return (
+            "; this is FSDP1's flattened parameter (_flat_param: use_orig_params=False keeps a"
+            " module's weights as one tensor and records no per-weight names or shapes):"
+            " save the model again with use_orig_params=True and state_dict_type"
+            " SHARDED_STATE_DICT through DCP (or get_model_state_dict), or FULL_STATE_DICT"
+        )
     if not any(_LIVE_PEFT.search(name) for name in unknown):
         return ""
     return (
@@ -492,6 +504,21 @@ def live_peft_hint(unknown: list[str]) -> str:
         " the adapter saved alone (get_peft_model_state_dict, Accelerate's adapter_only) with"
         " --hf-config BASE_DIR, or the model after merge_and_unload()"
     )
+
+
+def unknown_tensors_line(
+    model_type: str, chosen_layout: str, unknown: list[str], sources: list[str]
+) -> tuple[str, bool]:
+    """(line, whether a kind export does not convert) for tensors whose names (`unknown`,
+    stored as `sources`) the config's model does not have: `N tensor(s) unknown to MODEL
+    (LAYOUT layout), e.g. ...` with what a recognised kind of save is (`live_peft_hint`).
+    Export's refusal and validate's finding, in one line."""
+    hint = live_peft_hint(unknown)
+    line = (
+        f"{len(unknown)} tensor(s) unknown to {model_type} ({chosen_layout} layout), e.g."
+        f" {', '.join(map(repr, sources[:3]))}{hint}"
+    )
+    return line, bool(hint)
 
 
 def _check_against_config(
@@ -514,19 +541,15 @@ def _check_against_config(
     unknown = sorted(t for t in produced if t not in expected.allowed)
     if unknown:
         sources = [produced[t][1] for t in unknown]
-        raise unknown_error(
-            f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
-            f" ({chosen_layout} layout), e.g. {', '.join(map(repr, sources[:3]))}"
-            f"{live_peft_hint(unknown)}"
-        )
+        line, kind = unknown_tensors_line(config.model_type, chosen_layout, unknown, sources)
+        raise (UnconvertedNames if kind else unknown_error)(f"{source.location}: {line}")
     wrong = wrong_shape(items, expected)
     if wrong is not None:
         raise unknown_error(f"{source.location} {wrong}")
     required = set(expected.required)
-    for target in sorted(required.intersection(produced), key=natural_order):
-        key = produced[target][1]
-        what = f"{target} is a floating-point weight of {config.model_type}"
-        refuse_non_float(key, source.reader.tensors[key].dtype, what, source.location)
+    keys = {target: produced[target][1] for target in required.intersection(produced)}
+    dtypes = {key: source.reader.tensors[key].dtype for key in keys.values()}
+    refuse_non_float_weights(keys, dtypes, config.model_type, source.location)
     if expected.tie_word_embeddings:
         required.discard("lm_head.weight")
     missing = sorted(required - set(produced), key=natural_order)

@@ -628,13 +628,15 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
             " checkpoint; export supports one model entry (save without"
             " --virtual-pipeline-model-parallel-size)"
         )
-    return _unique_paths((roots.module_path(k), k) for k in roots.weight_keys(keys))
+    return unique_paths((roots.module_path(k), k) for k in roots.weight_keys(keys))
 
 
-def _unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+def unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     """{module path: stored key}; MappingError when two stored keys lose their wrapper
     segments to the same path (`model.x` and `model._orig_mod.x`): which one is the
-    model's weight cannot be known, and picking one would export the other silently."""
+    model's weight cannot be known, and picking one would export the other silently. The
+    one reading of the pairs for export and validate's check against a config, so validate
+    refuses what export refuses."""
     found: dict[str, str] = {}
     for path, key in pairs:
         if path in found:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import StoredDtypeError
+from mfsdp_ckpt.format.run_steps import natural_order
 
 if TYPE_CHECKING:
     import os
@@ -36,6 +37,20 @@ def refuse_non_float(
     if not dtype.is_floating_point:
         located = f"{where} " if where is not None else ""
         raise error(f"{located}[{key}]: stored as {dtype.name}, but {what}")
+
+
+def refuse_non_float_weights(
+    keys: Mapping[str, str],
+    dtypes: Mapping[str, DType],
+    model_type: str,
+    where: str | os.PathLike | None = None,
+) -> None:
+    """`refuse_non_float` for each weight a config requires (`keys`: {weight name: stored
+    key}; `dtypes`: {stored key: dtype}), the first in name order named: export's check
+    before it writes and validate's check against the config, one rule in one line."""
+    for name in sorted(keys, key=natural_order):
+        what = f"{name} is a floating-point weight of {model_type}"
+        refuse_non_float(keys[name], dtypes[keys[name]], what, where)
 
 
 MFSDP_LORA = "mfsdp LoRA"  # the kind of adapter an mfsdp LoRA step stores

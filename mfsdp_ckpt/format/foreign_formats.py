@@ -81,9 +81,12 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
         raise ForeignFormatError(
             f"{directory}: Accelerate's per-rank FSDP shards ({rank_shards[0]}: LOCAL_STATE_DICT,"
             " or SHARDED_STATE_DICT saved with use_dcp=False), which mfsdp does not read; load"
-            " them with Accelerate and save with SHARDED_STATE_DICT through DCP (its default)"
-            " or FULL_STATE_DICT"
+            " them with Accelerate and save with SHARDED_STATE_DICT through DCP (its default),"
+            " or save_pretrained the model as a Hugging Face model dir"
         )
+    full = hf_trainer.full_state_dict_file(names)
+    if full is not None:
+        raise ForeignFormatError(f"{directory}: {full}")
     zero = deepspeed.described(directory, names)
     if zero is not None:
         raise ForeignFormatError(f"{directory}: {zero}")

@@ -56,14 +56,34 @@ OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})\Z")
 # Accelerate's optimizer.bin, scheduler.bin, sampler.bin. A checkpoint-N with config.json
 # and these is no Hugging Face model dir, and none of them is weights to convert.
 STATE_BIN_RE = re.compile(
-    r"^(training_args|optimizer|scheduler|sampler|scaler|rng_state|pytorch_model_fsdp)"
-    r"(_[0-9]+)?\.(bin|pt|pth)\Z"
+    r"^(training_args|optimizer|scheduler|sampler|scaler|rng_state)(_[0-9]+)?\.(bin|pt|pth)\Z"
 )
+# Accelerate's FULL_STATE_DICT model file (`save_fsdp_model`: pytorch_model_fsdp.bin, or
+# pytorch_model_fsdp_<K>.bin for its K-th model): the whole model's state dict, torch.save'd.
+# It is weights, but a pickle, which mfsdp never unpickles (it can run code).
+FULL_MODEL_FILE_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?\.bin\Z")
 # What holds a Trainer checkpoint's model weights: save_pretrained's files, a PEFT adapter
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Accelerate's per-rank torch.save shards: LOCAL_STATE_DICT (FSDP1), or SHARDED_STATE_DICT
 # saved with use_dcp=False.
 RANK_SHARD_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?_rank[0-9]+\.bin\Z")
+
+
+def full_state_dict_file(names: list[str]) -> str | None:
+    """`FILE: Accelerate's FULL_STATE_DICT model file ...; <what to do>` for the first of
+    `names` that is one (`FULL_MODEL_FILE_RE`), else None. It holds the whole model's
+    weights, so "not a checkpoint" or "training state, no model weights" sent users away
+    from the weights they have; it is never read here, only named."""
+    found = sorted(n for n in names if FULL_MODEL_FILE_RE.match(n))
+    if not found:
+        return None
+    return (
+        f"{found[0]}: Accelerate's FULL_STATE_DICT model file (the whole model's state dict as"
+        " a torch.save pickle, which mfsdp never unpickles); if you trust it, load it with"
+        " torch.load(weights_only=True) into the transformers model and save_pretrained (a"
+        " Hugging Face model dir: `mfsdp ckpt import-hf DIR --out OUT` makes a checkpoint of"
+        " it), or save the run again with SHARDED_STATE_DICT through DCP"
+    )
 
 
 def without_weights(names: list[str]) -> str | None:
