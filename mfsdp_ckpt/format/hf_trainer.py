@@ -118,12 +118,16 @@ def checkpoint_number(name: str) -> int | None:
 
 def resumable_checkpoints(run: Path, names: list[str]) -> list[Path]:
     """The `checkpoint-N` dirs among `names` (entries of the Trainer's output dir `run`),
-    oldest first, whose trainer_state.json is there and reads (`recorded_step`): those
-    resume_from_checkpoint resumes, which a refusal of a damaged one offers instead."""
+    oldest first, whose trainer_state.json is there and reads (`recorded_step`) and whose
+    model DCP dirs each hold their `.metadata` (written last by a DCP save): those
+    resume_from_checkpoint resumes, which a refusal of a damaged one offers instead. One
+    whose model save did not finish was offered, and refused when given."""
     found = []
     for name in sorted(names, key=lambda n: checkpoint_number(n) or -1):
         checkpoint = run / name
         if checkpoint_number(name) is None or not os.path.lexists(checkpoint / TRAINER_STATE_FILE):
+            continue
+        if not _model_saves_finished(checkpoint):
             continue
         try:
             recorded_step(checkpoint)
@@ -131,6 +135,17 @@ def resumable_checkpoints(run: Path, names: list[str]) -> list[Path]:
             continue
         found.append(checkpoint)
     return found
+
+
+def _model_saves_finished(checkpoint: Path) -> bool:
+    """Whether every `pytorch_model_fsdp_K/` of `checkpoint` holds its DCP `.metadata`
+    (layout's DCP_METADATA_FILE: layout reads this module, so the name is spelled here)."""
+    try:
+        names = os.listdir(checkpoint)
+    except OSError:
+        return False
+    models = [name for name in names if MODEL_DCP_RE.match(name)]
+    return all(os.path.lexists(checkpoint / name / ".metadata") for name in models)
 
 
 def optimizer_dir(model_dcp: Path) -> Path:

@@ -123,6 +123,14 @@ def test_validate_names_the_tracker_and_offers_the_complete_step(
     assert code == 0 and out.splitlines()[-1].startswith("valid: "), (out, err)
 
 
+def test_a_trainer_checkpoint_whose_model_save_did_not_finish_is_not_offered(trainer_out, tmp_path):
+    run, step = _trainer(trainer_out, tmp_path, "{garbage")
+    (step / f"{hf_trainer.MODEL_DCP_PREFIX}0" / layout.DCP_METADATA_FILE).unlink()
+    code, out, _err = run_cli("ckpt", "validate", run)
+    assert code == 1 and "no complete step dir here" in out.splitlines()[-1], out
+    assert str(step) not in out.splitlines()[-1], out
+
+
 def test_with_no_complete_step_it_says_so(bridge, tmp_path):
     run, step = _bridge(bridge, tmp_path, b"garbage", KEEP)
     (step / layout.DCP_METADATA_FILE).unlink()  # a save that did not finish
