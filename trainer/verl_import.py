@@ -355,6 +355,7 @@ def _convert(
     given = verl_keys.keys_given([*_leaves(tree), *(backend or []), *pairs])
     carried: dict[str, str] = {}  # each mfsdp key a verl key set: that key as the source says
     notes_of: dict[str, list[str]] = {}  # what was noted of each group (`shown`) carried over
+    nulled: dict[str, str] = {}  # each mfsdp key a verl key set to null from a value: that key
     try:
         for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
@@ -367,6 +368,8 @@ def _convert(
                 conversion.dropped.append(f"{shown}: {err.reason}")
                 continue
             for key, value in adopted:
+                if value is None and all(written is not None for _, written in group):
+                    nulled[key] = shown  # verl's 0 on val_max_samples: every row, null here
                 if verl_keys.is_native(cls, key):
                     set_dotted(conversion.tree, key, value)
                     carried[key] = shown
@@ -389,9 +392,7 @@ def _convert(
     conversion.notes += _steps_within_epochs(conversion.tree, module)
     conversion.dropped += _text_as_verl_uses_it(cls, conversion.tree, source)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
-    conversion.notes += [
-        f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
-    ]
+    conversion.notes += [_null_note(key, nulled) for key in _drop_nulls(conversion.tree)]
     built = _built(cls, conversion, source, carried, notes_of)
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
     paths = path_keys(cls)
@@ -781,6 +782,16 @@ def _drop_misplaced_wholes(cls: type, tree: dict[str, Any], prefix: str = "") ->
         elif isinstance(value, dict):
             dropped += _drop_misplaced_wholes(cls, value, f"{dotted}.")
     return dropped
+
+
+def _null_note(key: str, nulled: dict[str, str]) -> str:
+    """The note on mfsdp key `key`, null in the converted tree and so left to mfsdp's default:
+    verl's own null there, or the verl value read as null (`nulled`: verl's
+    `data.val_max_samples=0` is every row, as mfsdp's null is), never called null in verl."""
+    if key not in nulled:
+        return f"{key}: null in verl, the mfsdp default stays"
+    every = " is every row:" if key in verl_rules.NO_LIMIT else " is"
+    return f"{key}: verl's {nulled[key]}{every} null here, mfsdp's default"
 
 
 def _drop_nulls(tree: dict[str, Any], prefix: str = "") -> list[str]:

@@ -654,8 +654,9 @@ def _native_value(raw_key: str, key: str, value: Any) -> Any:
 def _note_first_rows(raw_key: str, key: str, value: Any, given: dict[str, Any]) -> None:
     """A note where verl's `data.val_max_samples` limits the validation rows: verl picks
     that many at random (seeded by data.seed) where data.shuffle is true, its default;
-    mfsdp validates on the file's first rows."""
-    if key not in NO_LIMIT or no_limit(value) or given.get("data.shuffle") is False:
+    mfsdp validates on the file's first rows. verl tests data.shuffle for truth, so a null
+    there takes the first rows too, as false does (trainer.verl_null_flags)."""
+    if key not in NO_LIMIT or no_limit(value) or not given.get("data.shuffle", True):
         return
     log.warning(
         "note: verl's %s=%s validates on the first %s rows here; verl picks that many at"

@@ -14,6 +14,8 @@ import dataclasses
 import typing
 from typing import Any
 
+from trainer.shell_unexpanded import UNEXPANDED
+
 MAX_MODEL_LEN = "actor_rollout_ref.rollout.max_model_len"
 # where a run gives each length, first found wins: mfsdp's key, verl's, the rollout's copy
 _PROMPT = ("data.max_prompt_length", "actor_rollout_ref.rollout.prompt_length")
@@ -41,12 +43,22 @@ def _length(cls: type, given: dict[str, Any], keys: tuple[str, ...]) -> Any:
 def short_model_len(cls: type, value: Any, given: dict[str, Any]) -> str | None:
     """Why max_model_len `value` is refused in the run whose keys are `given`, or None where
     it is ignored (null, or at least prompt + response lengths). A length the run gives as
-    no whole number (an unresolved reference) is left to its own key's check."""
+    no whole number (an unresolved reference) is left to its own key's check. A value
+    still holding shell syntax (`$MAXLEN`) is known only when the script runs, as any other
+    key's; a float of a whole value (3072.0) is that number of tokens."""
     if value is None:
         return None
+    prompt, response = _length(cls, given, _PROMPT), _length(cls, given, _RESPONSE)
+    if isinstance(value, str) and UNEXPANDED.search(value):
+        return (
+            "known only when the script runs (it is ignored at null or at least"
+            f" data.max_prompt_length + rollout.max_response_length, {prompt} + {response}):"
+            " set it here"
+        )
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         return "max_model_len is a whole number of tokens, or null"
-    prompt, response = _length(cls, given, _PROMPT), _length(cls, given, _RESPONSE)
     lengths = (prompt, response)
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
         return None

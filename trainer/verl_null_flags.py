@@ -7,7 +7,8 @@ answers with the None given, not the default. So `use_kl_loss: null` trains with
 loss in verl, where mfsdp's default (true) turned it on, and writing the null gave the
 opposite of leaving the key out (verl's default, false, written by `mfsdp config
 from-verl`). The switches are the verl keys whose mfsdp key is a bool (found from the
-config class, so a new one is never missed) and those a rule converts (CONVERTED_SWITCHES).
+config class, so a new one is never missed) and those a rule converts (CONVERTED_SWITCHES),
+less those one of verl's trainers never tests (NOT_SWITCHES), whose null stays "not set".
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ log = logging.getLogger("mfsdp.config")
 CONVERTED_SWITCHES: dict[str, dict[str, Any]] = {
     "data.multiturn.enable": {"data.chat_columns": "prompt_response"}
 }
+
+# keys of a bool mfsdp key that a verl trainer never tests for truth, per command: verl's SFT
+# samplers shuffle whatever data.shuffle holds (`DistributedSampler(..., shuffle=True)` in
+# fsdp_sft_trainer and sft_trainer), so a null there keeps mfsdp's default, true, as verl trains
+NOT_SWITCHES: dict[str, frozenset[str]] = {"sft": frozenset({"data.shuffle"}), "grpo": frozenset()}
 
 
 @functools.cache
@@ -50,6 +56,10 @@ def null_switch(
     converts it) sets in a config of `cls`: the mfsdp keys false sets, with one note saying
     so, and where mfsdp's default is true that the two readings differ; None where the key
     is no switch (its null stays verl's "not set"). `source`: the file the note names."""
+    from trainer.verl_keys import command_of  # verl_keys reads this module
+
+    if verl_key in NOT_SWITCHES[command_of(cls)]:
+        return None
     if verl_key in CONVERTED_SWITCHES:
         mapped = CONVERTED_SWITCHES[verl_key]
         default = None

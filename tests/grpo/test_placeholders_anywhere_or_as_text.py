@@ -1,11 +1,13 @@
-"""verl's processor splits a prompt's text at every `<image>` / `<video>`, not only one first
-in a turn or alone on a line: "What is N + 3 in the figure below? <image>" in a row without
-its images trained on a literal token and no figure, exit 0. The exact tokens are refused
-wherever they are, in any turn, by train's loader and by `mfsdp config check`, naming the key
-`data.placeholders_as_text`, with which a table that means them as text (HTML, SVG prompts)
-trains them as written. `extra_info.need_tools_kwargs` written as text saying false ("false",
-"False", "0", "no") asks for no tool, as its writer meant (verl trains such a row without
-tools); a flag that does refuse is quoted in the message."""
+"""verl's multimodal rows put `<image>` / `<video>` anywhere in a turn's text, not only first
+or alone on a line, and its processor expands each with the row's media: "What is N + 3 in
+the figure below? <image>" in a table whose images were dropped trained on a literal token and
+no figure, exit 0. The exact tokens are refused wherever they are, in any turn, by train's
+loader and by `mfsdp config check`, naming the key `data.placeholders_as_text`, with which a
+table that means them as text (HTML, SVG prompts) trains them as written, as verl trains a row
+with no media column. The refusal says so, never that verl expands the tokens in such a row.
+`extra_info.need_tools_kwargs` written as text saying false ("false", "False", "0", "no")
+asks for no tool, as its writer meant (verl trains such a row without tools); a flag that
+does refuse is quoted in the message."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from trainer.grpo.data import load_rl_prompts
 from trainer.tiny import build_tokenizer
 
 SMALL = ("data.max_prompt_length=48", "rollout.max_response_length=16")
-AS_TEXT = {  # a table that means the tokens as text: verl would still expand them
+AS_TEXT = {  # a table that means the tokens as text: no media column, verl trains them so
     "html": [{"role": "user", "content": "In HTML5, does a <video> element need a closing tag?"}],
     "svg": [{"role": "user", "content": "Explain the tag <image> in SVG."}],
     "system": [
@@ -58,7 +60,9 @@ def test_a_placeholder_anywhere_is_refused_naming_the_key(tmp_path, kind):
         said = str(caught.value)
         assert caught.value.exit_code == 2
         assert said.startswith(f"{path}:1: 'prompt' holds verl's placeholder '<"), said
-        assert said.endswith("set data.placeholders_as_text=true"), said
+        assert "set data.placeholders_as_text=true, which trains it as verl does" in said
+        assert "verl trains it as literal text in a row with no media column" in said, said
+        assert "wherever" not in said, said  # verl expands it only in a row with media
 
 
 @pytest.mark.parametrize("kind", list(AS_TEXT))

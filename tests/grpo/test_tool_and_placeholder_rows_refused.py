@@ -119,7 +119,8 @@ def test_extra_info_asking_for_no_tool_trains(tmp_path, extra_info):
 )
 @pytest.mark.parametrize("prompt", ["turns", "text"])
 def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text, prompt):
-    """Wherever it is: verl's processor splits a turn's text at every one."""
+    """Wherever it is: verl's multimodal rows put it anywhere in a turn's text, and its
+    processor expands every one with the row's media, dropped from this table."""
     text = text.format(token)
     cell: Any = text if prompt == "text" else [{"role": "user", "content": text}]
     good = write_rl_rows(tmp_path / "good.jsonl")
@@ -129,7 +130,8 @@ def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text,
         assert said.startswith(
             f"{path} row 1: 'prompt' holds verl's placeholder '{token}' with no {column} in"
         )
-        assert said.endswith("if the table means it as text, set data.placeholders_as_text=true")
+        assert f"guards a table whose {column} were dropped" in said, said
+        assert "if the table means it as text, set data.placeholders_as_text=true" in said
 
 
 @pytest.mark.parametrize(

@@ -78,3 +78,46 @@ def test_from_verl_says_the_rows_validated_are_the_first_not_verls_pick(tmp_path
     assert "first 64 rows here" in said and "at random" in said, said
     script.write_text(f"{MAIN_PPO} data.val_max_samples=64 data.shuffle=false\n")
     assert not [note for note in convert_verl(script).notes if "at random" in note]
+
+
+@pytest.mark.parametrize("value", ["$MAXLEN", "${MAXLEN}"])
+def test_from_verl_says_an_unexpanded_max_model_len_is_known_only_when_the_script_runs(
+    tmp_path: Path, value: str
+):
+    script = tmp_path / "run.sh"
+    script.write_text(f"{MAIN_PPO} {' '.join(LENGTHS)} {KEY}={value}\n")  # unset here
+    (said,) = [line for line in convert_verl(script).dropped if line.startswith(KEY)]
+    assert said.startswith(f"{KEY}={value}: known only when the script runs"), said
+    assert "512 + 1024" in said and "set it here" in said
+    assert "whole number" not in said, said
+
+
+def test_max_model_len_as_a_whole_float_is_that_many_tokens(tmp_path: Path):
+    config = load_config(GRPOConfig, None, [*LENGTHS, f"{KEY}=1536.0"])
+    assert config.rollout.max_response_length == 1024
+    with pytest.raises(ConfigError, match="to at most 512"):
+        load_config(GRPOConfig, None, [*LENGTHS, f"{KEY}=1024.0"])
+    with pytest.raises(ConfigError, match="whole number of tokens"):
+        load_config(GRPOConfig, None, [*LENGTHS, f"{KEY}=1536.5"])
+    script = tmp_path / "run.sh"
+    script.write_text(f"{MAIN_PPO} {' '.join(LENGTHS)} {KEY}=3072.0\n")
+    assert not convert_verl(script).dropped
+
+
+def test_a_null_shuffle_takes_the_first_rows_as_verl_does(tmp_path: Path):
+    script = tmp_path / "run.sh"
+    script.write_text(f"{MAIN_PPO} data.val_max_samples=5 data.shuffle=null\n")
+    conversion = convert_verl(script)
+    assert conversion.tree["data"]["shuffle"] is False
+    assert not [note for note in conversion.notes if "at random" in note], conversion.notes
+
+
+def test_from_verl_says_val_max_samples_0_is_every_row_not_null_in_verl(tmp_path: Path):
+    script = tmp_path / "run.sh"
+    script.write_text(f"{MAIN_PPO} data.val_max_samples=0\n")
+    notes = convert_verl(script).notes
+    assert "data.val_max_samples: null in verl, the mfsdp default stays" not in notes
+    assert (
+        "data.val_max_samples: verl's data.val_max_samples=0 is every row: null here,"
+        " mfsdp's default"
+    ) in notes, notes

@@ -3,7 +3,10 @@ trained with a KL loss (mfsdp's default, true) where verl tests the key for trut
 without one, and `filter_overlong_prompts=null` dropped prompts verl keeps (OmegaConf's
 `.get(key, True)` gives the None written). Every switch of the verl key table is tried: the
 verl keys whose mfsdp key is a bool, those of mfsdp's own name, and the converted ones; as
-an override, in a verl YAML given to `mfsdp train`, and converted by `from-verl`."""
+an override, in a verl YAML given to `mfsdp train`, and converted by `from-verl`. SFT's
+`data.shuffle` is no switch: verl's SFT samplers shuffle whatever it holds
+(`DistributedSampler(..., shuffle=True)`), so its null keeps mfsdp's default, true; it was
+read as false, training a converted run's rows in file order where verl shuffles them."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from trainer import verl_keys
 from trainer.config import SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import convert_verl
-from trainer.verl_null_flags import CONVERTED_SWITCHES, flag_default
+from trainer.verl_null_flags import CONVERTED_SWITCHES, NOT_SWITCHES, flag_default
 from trainer.verl_shared_keys import SHARED_WITH_VERL
 
 CLASSES = {"grpo": GRPOConfig, "sft": SFTConfig}
@@ -44,7 +47,8 @@ def _switches(command: str) -> list[tuple[str, str, dict[str, Any]]]:
     for key in SHARED_WITH_VERL[command]:
         if flag_default(cls, key) is not None:
             found[key] = {key: False}
-    return [(command, key, mapped) for key, mapped in sorted(found.items())]
+    kept = sorted(item for item in found.items() if item[0] not in NOT_SWITCHES[command])
+    return [(command, key, mapped) for key, mapped in kept]
 
 
 SWITCHES = _switches("grpo") + _switches("sft")
@@ -55,6 +59,25 @@ def test_the_table_has_the_switches_the_review_named():
     named = {"actor_rollout_ref.actor.use_kl_loss", "data.filter_overlong_prompts"}
     assert named | {"data.multiturn.enable", "trainer.val_before_train"} <= keys
     assert len(SWITCHES) >= 12, SWITCHES
+    assert ("grpo", "data.shuffle", {"data.shuffle": False}) in SWITCHES  # create_rl_sampler
+    # verl's SFT trainers never test data.shuffle for the training order: not a switch
+    assert NOT_SWITCHES["sft"] == {"data.shuffle"} and not NOT_SWITCHES["grpo"]
+
+
+def test_sft_null_shuffle_keeps_shuffling_as_verls_sampler_does(tmp_path: Path, caplog):
+    script = tmp_path / "run.sh"
+    script.write_text(f"{SCRIPTS['sft']} data.shuffle=null\n")
+    conversion = convert_verl(script)
+    assert "shuffle" not in conversion.tree.get("data", {}), conversion.tree
+    assert "data.shuffle: null in verl, the mfsdp default stays" in conversion.notes
+    assert not [note for note in conversion.notes if "shuffle is null, which verl" in note]
+    path = tmp_path / "verl.yaml"
+    path.write_text(
+        yaml.safe_dump({"model": {"partial_pretrain": "/m"}, "data": {"shuffle": None}})
+    )
+    with caplog.at_level(logging.WARNING, logger="mfsdp.config"):
+        assert load_config(SFTConfig, path).data.shuffle is True
+    assert "reads as false" not in caplog.text
 
 
 def _value(config: Any, dotted: str) -> Any:

@@ -10,8 +10,9 @@ row and key: they trained as a silently different task.
   single-turn, as the refusal of verl's `multi_turn.*` keys says (docs/verl.md). False,
   null and empty values (`holds_nothing`, a dict of nothing too) ask for nothing.
 - Prompts holding verl's multimodal placeholders (`<image>`, `<video>`: the exact tokens
-  verl's RLHFDataset splits a prompt's text at, every one of them, to place each image or
-  video) in a row without its media column (`media_columns.py` refuses a row with one),
+  verl's RLHFDataset splits a row's text at, every one of them, to place each image or
+  video, where the row has an images or videos column; a row without one trains them as
+  text) in a row without its media column (`media_columns.py` refuses a row with one),
   wherever in a turn's text: "<image>Find x" (geo3k) and "What is x in the figure below?
   <image>" alike were asked with no figure. A table meant as text (HTML or SVG prompts
   naming the tags) trains them as literal text with `data.placeholders_as_text`; a mention
@@ -35,7 +36,8 @@ TOOL_KEYS = ("tools_kwargs", "interaction_kwargs")
 FALSE_TEXTS = frozenset({"false", "0", "no", "off"})
 # the placeholder token verl's RLHFDataset expands, and the media column it stands for
 PLACEHOLDERS = {"<image>": "images", "<video>": "videos"}
-# verl splits a prompt's text at each of these, wherever it is
+# verl splits a multimodal row's text at each of these, wherever it is (a row with no
+# media column keeps them as text)
 _PLACEHOLDER = re.compile("|".join(map(re.escape, PLACEHOLDERS)))
 # the flag that trains them as text, named by the refusal
 AS_TEXT_KEY = "data.placeholders_as_text"
@@ -86,11 +88,13 @@ def _placeholder(prompt: Any, prompt_key: str) -> str | None:
             column = PLACEHOLDERS[token]
             return (
                 f"'{prompt_key}' holds verl's placeholder '{token}' with no {column} in"
-                f" the row (no '{column}' column, or an empty one), which verl expands"
-                " wherever it is: multimodal rows are not supported, the models trained"
-                f" here read text alone (the prompt would train without its {column});"
-                " remove the placeholder to train on the text, or, if the table means it"
-                f" as text, set {AS_TEXT_KEY}=true"
+                f" the row (no '{column}' column, or an empty one): verl's multimodal rows"
+                f" put it there and expand it with the row's {column}, so this refusal"
+                f" guards a table whose {column} were dropped (geo3k's prompts would train"
+                " without their figures; the models trained here read text alone); verl"
+                " trains it as literal text in a row with no media column: if the table means"
+                f" it as text, set {AS_TEXT_KEY}=true, which trains it as verl does, else"
+                " remove the placeholder"
             )
     return None
 
