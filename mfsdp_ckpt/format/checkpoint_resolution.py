@@ -57,6 +57,7 @@ from mfsdp_ckpt.format.layout import (
     DamagedTrackerError,
     ForeignFormatError,
     IncompleteCheckpointError,
+    UnfinishedTrackedStepError,
     is_megatron_step_name,
     iter_step,
     looks_like_hf_model,
@@ -75,6 +76,8 @@ from mfsdp_ckpt.format.path_refusals import (
     refuse_url,
 )
 from mfsdp_ckpt.format.run_steps import (
+    EMPTY,
+    UNFINISHED,
     confining_dir,
     incomplete_step,
     is_ours,
@@ -89,8 +92,10 @@ from mfsdp_ckpt.format.run_steps import (
     resume_refusal,
     resume_step,
     step_dirs,
+    step_states,
     steps_here,
     unfinished_said,
+    unfinished_save,
     unfinished_saves,
     untracked_step_note,
 )
@@ -388,7 +393,7 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
         if not suffix:
             raise
         if isinstance(err, DamagedTrackerError):
-            raise DamagedTrackerError(f"{err}{suffix}", err.tracker) from None
+            raise type(err)(f"{err}{suffix}", err.tracker, err.run) from None
         raise type(err)(f"{err}{suffix}") from None
     if paths is None or tracked is None:
         return paths
@@ -422,15 +427,19 @@ def _from_tracked_run(
         target = _tracked_step_dir(run, tracked, steps, tracker)
         try:
             paths = resolve_checkpoint(target, role=role, _depth=1)
-        except IncompleteCheckpointError as err:
+        except (IncompleteCheckpointError, CheckpointPathError) as err:
+            said = _unfinished_said(target, err)
+            if said is None:
+                raise
             others = newest_of(
                 marked_unfinished(
                     run, sorted((n for n in steps if steps[n] != target), key=natural_order)
                 )
             )
-            raise IncompleteCheckpointError(
-                f"{run / tracker} names {tracked!r}, but {err}"
-                + (f" (other step dirs here: {others})" if others else "")
+            raise UnfinishedTrackedStepError(
+                f"{run / tracker} names {tracked!r}, but {said}"
+                + (f" (other step dirs here: {others})" if others else ""),
+                run / tracker,
             ) from None
         unread = _newer_foreign(tracked, steps)
         readable = {name: step for name, step in steps.items() if name not in unread}
@@ -444,6 +453,24 @@ def _from_tracked_run(
     paths = resolve_checkpoint(only, role=role, _depth=1)
     untracked = _untracked_note(run, only.name, paths)
     return noted(paths, untracked, _non_persistent_note(run, None, only.name), run_dir=run)
+
+
+def _unfinished_said(step: Path, err: MfsdpError) -> str | None:
+    """What `err`, met reading the tracked step dir `step`, says of a save that did not
+    finish, where `step` is one: the layout's own line ("RUN/iter_0000200: empty, no
+    .metadata: ..."), or for a step no layout claims (verl's empty `global_step_N/`, one
+    holding an empty `actor/`) the same words of the step, where "not a checkpoint" (exit
+    2) sent users to fix their command, not the run. None for any other refusal (another
+    format, a role to pick), which stays as it is."""
+    if isinstance(err, IncompleteCheckpointError):
+        return str(err)
+    if type(err) is not CheckpointPathError:  # a format or a route of its own
+        return None
+    state = step_states(step.parent, [step.name])[step.name]
+    if state == EMPTY:
+        return str(missing_dcp(step))
+    lacks = unfinished_save(step) if state == UNFINISHED else None
+    return None if lacks is None else f"{step}: holds no {lacks}: this save did not finish"
 
 
 def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:

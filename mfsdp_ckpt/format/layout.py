@@ -119,7 +119,8 @@ class DamagedRunDirError(MfsdpFailedError, ValueError):
 
 class DamagedTrackerError(DamagedRunDirError):
     """A run dir's tracker (the file naming the step its trainer resumes) that cannot be
-    read or names no step dir here, or the Hugging Face Trainer's trainer_state.json that
+    read, names no step dir here or names a save that did not finish
+    (`UnfinishedTrackedStepError`), or the Hugging Face Trainer's trainer_state.json that
     a checkpoint-N resumes from. `tracker` is that file and `run` the dir holding the steps
     (the tracker's own dir where not given): a reader names the file as what failed, and
     can still offer the run's complete steps, any of which reads alone (a refusal of the
@@ -138,6 +139,13 @@ class IncompleteCheckpointError(MfsdpFailedError, ValueError):
     """A recognised layout whose dist_ckpt/ holds no `.metadata` (a save that did not
     finish, or verl's manifest naming empty dirs), or a Megatron torch_dist save without
     the metadata.json it writes last: a damaged checkpoint, exit 1."""
+
+
+class UnfinishedTrackedStepError(DamagedTrackerError, IncompleteCheckpointError):
+    """A tracker naming a step dir whose save did not finish (empty, or without the file
+    its save writes last), in any layout: an incomplete checkpoint, and a failed tracker,
+    so validate offers the complete steps beside it. An empty verl step was "not a
+    checkpoint" (exit 2), and Megatron's was said as the step's damage alone."""
 
 
 def step_dir(run_dir: str | os.PathLike, step: int) -> Path:

@@ -7,7 +7,8 @@ Face Trainer's layouts, and a run dir of mfsdp's holding only an unfinished `.tm
 and its error escaped validate: the generic `{error, exit_code}` object, where a script
 reads `valid` (docs/json.md: a checkpoint validate fails prints validate's object), and no
 verdict line. A step of mfsdp's with the same damage got the report. `inspect` and
-`export-hf` keep their failure object, as docs/json.md says.
+`export-hf` keep their failure object, as docs/json.md says. A run whose tracker names the
+save is a tracker that failed (tests/ckpt/test_tracked_unfinished_save_offers_complete_steps.py).
 """
 
 from __future__ import annotations
@@ -102,7 +103,12 @@ def test_validate_text_says_the_error_and_invalid(build, tmp_path):
     lines = out.splitlines()
     assert code == 1 and len(lines) == 2, (out, err)
     assert lines[0].startswith(f"error: {where}: ") and "did not finish" in lines[0], out
-    assert lines[1] == f"INVALID: {given} (not read as a checkpoint: see the error above)"
+    verdict = (  # a tracker naming the save failed: the complete steps are offered
+        f"{where.name} failed, see above; no complete step dir here"
+        if where.name == layout.TRACKER_FILE
+        else "not read as a checkpoint: see the error above"
+    )
+    assert lines[1] == f"INVALID: {given} ({verdict})"
     assert "error:" not in err, err
 
 
