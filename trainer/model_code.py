@@ -22,7 +22,7 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
-from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
+from mfsdp_ckpt.format.hf_trainer import full_state_dict_file, not_model_weights
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.safetensors_source import PICKLED_WEIGHTS
 from trainer.config import ConfigError, ModelConfig
@@ -157,7 +157,10 @@ def check_weights_not_pickled(assets: Path) -> None:
     names = sorted(entry.name for entry in os.scandir(assets))
     if any(name.endswith(".safetensors") for name in names):
         return
-    pickled = [n for n in names if n.endswith(PICKLED_WEIGHTS) and not STATE_BIN_RE.match(n)]
+    full = full_state_dict_file(names)  # from_pretrained does not load it
+    if full is not None:
+        raise ConfigError(f"model.path: {assets}: {full}")
+    pickled = [n for n in names if n.endswith(PICKLED_WEIGHTS) and not not_model_weights(n)]
     if pickled:
         raise ConfigError(
             f"model.path: {assets} holds its weights only as pickles ({first_of(pickled, 2)}),"

@@ -84,10 +84,10 @@ def check_against_config(
         root = safe_files.model_dir_root(config_file.parent)
         within = f"the model dir {config_file.parent}"
     from mfsdp_ckpt.convert.mapping_errors import MappingError
-    from mfsdp_ckpt.convert.name_maps import unique_paths
+    from mfsdp_ckpt.convert.name_maps import weight_paths
 
-    try:  # two stored keys for one weight (`x`, `_orig_mod.x`): export refuses to pick one
-        weights = unique_paths((roots.module_path(k), k) for k in roots.weight_keys(reader.tensors))
+    try:  # virtual-pipeline chunks, or two stored keys for one weight: export's refusals
+        weights = weight_paths(roots, reader.tensors)
     except MappingError as err:
         report.add(ERROR, paths.dist_ckpt, str(err))
         return

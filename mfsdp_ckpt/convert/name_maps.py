@@ -621,6 +621,15 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """
     keys = list(stored_keys)
     roots = state_keys.state_roots(keys)
+    return weight_paths(roots, keys)
+
+
+def weight_paths(roots: state_keys.StateRoots, stored_keys: Iterable[str]) -> dict[str, str]:
+    """{module path: stored key} for the model weights among `stored_keys` under `roots`:
+    `model_tensors`'s reading, for export and validate's check against a config alike.
+    Several model entries are refused first: virtual-pipeline chunks each number their
+    layers from 0, so their keys collide, and "two stored keys name one weight" would call
+    an intact save damaged."""
     if len(roots.models) > 1:
         raise UnsupportedModelError(
             f"model entries {', '.join(roots.models)}: a model saved in virtual-pipeline"
@@ -628,7 +637,7 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
             " checkpoint; export supports one model entry (save without"
             " --virtual-pipeline-model-parallel-size)"
         )
-    return unique_paths((roots.module_path(k), k) for k in roots.weight_keys(keys))
+    return unique_paths((roots.module_path(k), k) for k in roots.weight_keys(stored_keys))
 
 
 def unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -69,13 +69,26 @@ _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 RANK_SHARD_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?_rank[0-9]+\.bin\Z")
 
 
+def not_model_weights(name: str) -> bool:
+    """Whether `name` is a file the Trainer or Accelerate keeps beside config.json that
+    from_pretrained does not load as the model's weights: the training state
+    (`STATE_BIN_RE`) and Accelerate's FULL_STATE_DICT file (`FULL_MODEL_FILE_RE`), which
+    the Trainer writes next to model.safetensors. Counting it as weights made such a
+    checkpoint-N no Hugging Face model dir, and advised from_pretrained for it alone."""
+    return bool(STATE_BIN_RE.match(name) or FULL_MODEL_FILE_RE.match(name))
+
+
 def full_state_dict_file(names: list[str]) -> str | None:
     """`FILE: Accelerate's FULL_STATE_DICT model file ...; <what to do>` for the first of
-    `names` that is one (`FULL_MODEL_FILE_RE`), else None. It holds the whole model's
-    weights, so "not a checkpoint" or "training state, no model weights" sent users away
-    from the weights they have; it is never read here, only named."""
+    `names` that is one (`FULL_MODEL_FILE_RE`) when no other model weights stand beside it,
+    else None. Alone, it holds the only copy of the model's weights, so "not a checkpoint"
+    or "training state, no model weights" sent users away from the weights they have; it is
+    never read here, only named. Beside model.safetensors (the Trainer's FULL_STATE_DICT
+    save writes both) the dir is a Hugging Face model dir, read as one."""
     found = sorted(n for n in names if FULL_MODEL_FILE_RE.match(n))
-    if not found:
+    if not found or any(
+        n.endswith(_MODEL_FILE_SUFFIXES) and not not_model_weights(n) for n in names
+    ):
         return None
     return (
         f"{found[0]}: Accelerate's FULL_STATE_DICT model file (the whole model's state dict as"

@@ -254,9 +254,9 @@ def iter_step(name: str) -> int | None:
 
 def looks_like_hf_model(names: list[str]) -> bool:
     """Whether a dir holding `names` is a Hugging Face model dir: config.json and weights (not
-    the .bin records the HF Trainer keeps beside config.json in its checkpoint-N)."""
+    the .bin files the HF Trainer keeps beside config.json in its checkpoint-N)."""
     return HF_CONFIG_FILE in names and any(
-        n.endswith(_HF_WEIGHT_SUFFIXES) and not hf_trainer.STATE_BIN_RE.match(n) for n in names
+        n.endswith(_HF_WEIGHT_SUFFIXES) and not hf_trainer.not_model_weights(n) for n in names
     )
 
 

@@ -139,11 +139,12 @@ def other_weights_hint(model_dir: Path) -> str:
     whole = deepspeed.described(model_dir, names) or hf_trainer.without_weights(names)
     if whole is not None:
         return f"; it is {whole}"
+    full = hf_trainer.full_state_dict_file(names)  # from_pretrained does not load it
     pickled = [
-        n for n in names if n.endswith(PICKLED_WEIGHTS) and not hf_trainer.STATE_BIN_RE.match(n)
+        n for n in names if n.endswith(PICKLED_WEIGHTS) and not hf_trainer.not_model_weights(n)
     ]
     gguf = [name for name in names if name.endswith(GGUF_WEIGHTS)]
-    hint = ""
+    hint = "" if full is None else f"; {full}"
     if pickled:
         hint += (
             f"; {first_of(pickled, 2)} is a pickle, which mfsdp never loads (it can run"
