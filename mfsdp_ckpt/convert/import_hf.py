@@ -294,7 +294,7 @@ def plan_model_import(
         raise ImportFailedError(f"{hf_dir} {err}") from None
     except MappingError as err:
         raise ImportUsageError(f"{hf_dir}: {err}") from None
-    return ImportPlan(
+    plan = ImportPlan(
         source,
         layout_name,
         config.model_type,
@@ -303,6 +303,25 @@ def plan_model_import(
         None if dtype == "auto" else DTYPES[dtype],
         experts if layout_name == MCORE and config.model_type in MOE_FAMILIES else None,
     )
+    _refuse_parts_of_other_dtypes(plan)
+    return plan
+
+
+def _refuse_parts_of_other_dtypes(plan: ImportPlan) -> None:
+    """HF tensors merged into one (q, k, v into linear_qkv) stored in different dtypes,
+    with no --dtype: the merge failed with a traceback (float8 beside bf16), and the
+    merged tensor takes its first part's dtype, which would narrow the others silently.
+    With --dtype each part is cast before the merge (`_convert`)."""
+    if plan.dtype is not None:
+        return
+    for item in plan.items:
+        stored = [(name, plan.source.tensors[name].dtype.name) for name in item.sources]
+        if len({dtype for _name, dtype in stored}) > 1:
+            parts = ", ".join(f"{name} ({dtype})" for name, dtype in stored)
+            raise ImportFailedError(
+                f"{plan.source.root}: {parts} make one tensor but are stored in different"
+                f" dtypes; pass --dtype ({', '.join(DTYPES)}) to cast them alike"
+            )
 
 
 CAUSAL_LM_PREFIX = "model."  # base_model_prefix of every family import-hf reads
@@ -439,10 +458,11 @@ def _refuse_untied_head(source: SafetensorsSource, config_file: Path) -> None:
 
 def _convert(plan: ImportPlan, item: ImportItem):
     """Read the item's source tensors, merge them and cast: the tensor to write (torch path)."""
-    sources = [plan.source.read(name) for name in item.sources]
+    out = plan.out_dtype(item).torch  # each part cast first: parts of several dtypes merge
+    sources = [plan.source.read(name).to(out) for name in item.sources]
     tensor = item.merge.apply(sources, plan.geometry)
     del sources
-    return tensor.to(plan.out_dtype(item).torch)
+    return tensor
 
 
 def _keeps_bytes(plan: ImportPlan, item: ImportItem) -> bool:
