@@ -60,7 +60,9 @@ def test_args_none_is_no_record_to_mfsdp(tmp_path):
     code, stdout, _ = run_cli("ckpt", "validate", load_dir)
     assert code == 0 and f"warning: {paths.dist_ckpt}: {NO_HF_CONFIG}" in stdout, stdout
     code, stdout, _ = run_cli("ckpt", "validate", load_dir, "--hf-config", source, "--json")
-    assert code == 0 and json.loads(stdout)["findings"] == [], stdout
+    # no record: the config given is named as unchecked against one, and nothing else
+    found = [(f["severity"], f["where"]) for f in json.loads(stdout)["findings"]]
+    assert code == 0 and found == [("warning", str(source / "config.json"))], stdout
 
     code, _, stderr = run_cli("ckpt", "export-hf", load_dir, "--out", tmp_path / "no_config")
     line = one_error_line(stderr)
