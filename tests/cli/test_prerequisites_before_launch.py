@@ -43,6 +43,7 @@ def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ra
         "rollout.name=vllm",
         f"data.train_files=[{data}]",
         "data.val_files=[]",
+        "trainer.eval_every=0",
         f"trainer.run_dir={run_dir}",
         "--json",
     )
@@ -110,6 +111,7 @@ def test_a_machine_lacking_both_is_told_one_line_before_launch(tmp_path):
         "trainer.device=auto",  # with `cpu` the config alone is refused, before the machine
         f"data.train_files=[{data}]",
         "data.val_files=[]",
+        "trainer.eval_every=0",
         f"trainer.run_dir={run_dir}",
     )
     assert done.returncode == 2, done.stderr

@@ -133,7 +133,12 @@ def test_a_prompt_with_text_in_any_turn_loads(tmp_path, tokenizer):
 def _grpo(tmp_path, *overrides):
     return run_cli(
         *("train", "grpo", "--config", REPO / "examples" / "grpo_tiny_cpu.yaml"),
-        *(f"trainer.run_dir={tmp_path / 'run'}", "data.val_files=[]", "trainer.total_steps=1"),
+        *(
+            f"trainer.run_dir={tmp_path / 'run'}",
+            "data.val_files=[]",
+            "trainer.eval_every=0",
+            "trainer.total_steps=1",
+        ),
         *overrides,
     )
 
@@ -179,6 +184,7 @@ def test_prompts_all_longer_than_max_prompt_length_are_named_not_the_batch_size(
         str(REPO / "examples" / "grpo_tiny_cpu.yaml"),
         f"data.train_files=[{path}]",
         "data.val_files=[]",
+        "trainer.eval_every=0",
         "data.max_prompt_length=2",
         f"trainer.run_dir={tmp_path / 'run'}",
     )

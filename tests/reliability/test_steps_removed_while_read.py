@@ -41,13 +41,13 @@ def _validate(path: Path, *args: str) -> tuple[int, dict]:
 def test_a_step_removed_during_the_deep_read_is_a_failed_read(copied, monkeypatch):
     """keep_last removed the step between resolving it and reading its tensors: was INVALID,
     "their data file __0_0.distcp is missing"."""
-    read = CheckpointReader.read_tensor
+    readable = CheckpointReader.check_readable  # what the deep read asks of each tensor first
 
-    def removed_first(self, name):
+    def removed_first(self, entry):
         shutil.rmtree(layout.step_dir(copied, 0), ignore_errors=True)
-        return read(self, name)
+        return readable(self, entry)
 
-    monkeypatch.setattr(CheckpointReader, "read_tensor", removed_first)
+    monkeypatch.setattr(CheckpointReader, "check_readable", removed_first)
     code, report = _validate(copied, "--deep")
     assert code == 1 and REMOVED in report["error"]
 

@@ -112,14 +112,15 @@ def test_inspect_of_a_full_checkpoint_has_no_lora_section(lora_run, tmp_path):
 
 @pytest.mark.parametrize(
     "flags, drawn",
-    [(["--deep"], True), (["--deep", "--json"], False), ([], False)],
+    [(["--deep"], True), (["--deep", "--json"], True), ([], False)],
     ids=["deep", "deep-json", "sizes-only"],
 )
 def test_inspect_deep_shows_the_base_model_hashing_on_a_terminal(
     lora_run, monkeypatch, capsys, flags, drawn
 ):
     """--deep reads every byte of the base model (minutes for a 7B one): a bar in bytes on a
-    terminal, as validate and export draw theirs; none under --json or without hashing."""
+    terminal, as validate and export draw theirs, under --json too (on stderr); none without
+    hashing."""
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     monkeypatch.setattr("sys.argv", ["mfsdp", "ckpt", "inspect", str(lora_run / "run"), *flags])
