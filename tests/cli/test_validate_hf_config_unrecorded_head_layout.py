@@ -3,7 +3,8 @@ import: `args` None, no config.json) warns as export's note does: a config of an
 split gives every tensor the same shape and exports q/k/v scrambled. `--strict` fails it.
 
 Was: export said so, validate (with or without --deep) said "valid" with exit 0 and no
-warning, though it is the check a user runs before exporting.
+warning, though it is the check a user runs before exporting; before that, export too
+exported q/k/v scrambled with exit 0 and no word.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def test_validate_warns_as_export_notes_and_strict_fails(tmp_path):
     )
     assert code == 0, stdout + err
     (noted,) = [line for line in err.splitlines() if LINE in line]
+    assert "q/k/v scrambled" in noted, noted
     said = noted.split(f"--hf-config {other}: ", 1)[1]
     for deep in ([], ["--deep"]):
         code, stdout, err = run_cli(
