@@ -64,23 +64,25 @@ def _save(run: Path, tensors: dict) -> Path:
 
 
 def test_validate_deep_holds_a_window_of_a_tensor_not_the_tensor(tmp_path):
-    """Three times the tensor, the same memory: the check's own buffers (a window, a hash
-    block) are the same whatever the tensor."""
+    """Five times the tensor, the same memory: the check's own buffers (a window, a hash
+    block, the read-ahead of small chunks) are the same whatever the tensor; up to ~40 MiB
+    of them and of the allocator's noise, so the tensor grows by 128 MiB (read whole, it
+    added more than that)."""
     import torch
 
     from mfsdp_ckpt.check.storage_checks import WINDOW_BYTES
 
-    rows = {"one": DEEP_ROWS, "three": 3 * DEEP_ROWS}
+    rows = {"one": DEEP_ROWS, "five": 5 * DEEP_ROWS}
     runs = {
         name: _save(tmp_path / name, {"a.weight": torch.full((count, COLUMNS), 0.01)})
         for name, count in rows.items()
     }
-    grown = 2 * DEEP_ROWS * COLUMNS * 4  # float32: 64 MiB more, many windows
+    grown = 4 * DEEP_ROWS * COLUMNS * 4  # float32: 128 MiB more, many windows
     assert grown >= 16 * WINDOW_BYTES
-    added = _peak_rss(tmp_path, _VALIDATE_DEEP, str(runs["three"])) - _peak_rss(
+    added = _peak_rss(tmp_path, _VALIDATE_DEEP, str(runs["five"])) - _peak_rss(
         tmp_path, _VALIDATE_DEEP, str(runs["one"])
     )
-    assert added < grown // 4, f"a tensor {grown / MIB:.0f} MiB larger added {added / MIB:.0f} MiB"
+    assert added < grown // 2, f"a tensor {grown / MIB:.0f} MiB larger added {added / MIB:.0f} MiB"
 
 
 _EXPORT_VERIFY = """
