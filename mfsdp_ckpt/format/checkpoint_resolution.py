@@ -76,14 +76,11 @@ from mfsdp_ckpt.format.path_refusals import (
     refuse_url,
 )
 from mfsdp_ckpt.format.run_steps import (
-    EMPTY,
-    UNFINISHED,
     confining_dir,
     incomplete_step,
     is_ours,
     list_complete_steps,
     manifest_damage,
-    marked_unfinished,
     natural_order,
     newest_of,
     read_bridge_tracker,
@@ -92,12 +89,15 @@ from mfsdp_ckpt.format.run_steps import (
     resume_refusal,
     resume_step,
     step_dirs,
-    step_states,
     steps_here,
     unfinished_said,
-    unfinished_save,
     unfinished_saves,
     untracked_step_note,
+)
+from mfsdp_ckpt.format.unfinished_steps import (
+    other_steps_said,
+    refuse_unfinished_step,
+    step_unfinished_said,
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents, refuse_saved_without_model
 
@@ -159,7 +159,12 @@ def resolve_checkpoint(
     given = _with_real_names(Path(path))
     check_is_dir(given)
     refuse_left_step(given)
-    paths = _resolve_dir(given, role, _depth)
+    try:
+        paths = _resolve_dir(given, role, _depth)
+    except (IncompleteCheckpointError, CheckpointPathError) as err:
+        if _depth == 0:  # a step a run dir chose is told under its tracker
+            refuse_unfinished_step(given, err)
+        raise
     refuse_pieces_linked_out(confining_dir(given, paths.root), paths)  # a step: its own
     if role is not None and paths.role is None:
         raise CheckpointPathError(
@@ -428,17 +433,11 @@ def _from_tracked_run(
         try:
             paths = resolve_checkpoint(target, role=role, _depth=1)
         except (IncompleteCheckpointError, CheckpointPathError) as err:
-            said = _unfinished_said(target, err)
+            said = step_unfinished_said(target, err)
             if said is None:
                 raise
-            others = newest_of(
-                marked_unfinished(
-                    run, sorted((n for n in steps if steps[n] != target), key=natural_order)
-                )
-            )
             raise UnfinishedTrackedStepError(
-                f"{run / tracker} names {tracked!r}, but {said}"
-                + (f" (other step dirs here: {others})" if others else ""),
+                f"{run / tracker} names {tracked!r}, but {said}{other_steps_said(run, target)}",
                 run / tracker,
             ) from None
         unread = _newer_foreign(tracked, steps)
@@ -453,24 +452,6 @@ def _from_tracked_run(
     paths = resolve_checkpoint(only, role=role, _depth=1)
     untracked = _untracked_note(run, only.name, paths)
     return noted(paths, untracked, _non_persistent_note(run, None, only.name), run_dir=run)
-
-
-def _unfinished_said(step: Path, err: MfsdpError) -> str | None:
-    """What `err`, met reading the tracked step dir `step`, says of a save that did not
-    finish, where `step` is one: the layout's own line ("RUN/iter_0000200: empty, no
-    .metadata: ..."), or for a step no layout claims (verl's empty `global_step_N/`, one
-    holding an empty `actor/`) the same words of the step, where "not a checkpoint" (exit
-    2) sent users to fix their command, not the run. None for any other refusal (another
-    format, a role to pick), which stays as it is."""
-    if isinstance(err, IncompleteCheckpointError):
-        return str(err)
-    if type(err) is not CheckpointPathError:  # a format or a route of its own
-        return None
-    state = step_states(step.parent, [step.name])[step.name]
-    if state == EMPTY:
-        return str(missing_dcp(step))
-    lacks = unfinished_save(step) if state == UNFINISHED else None
-    return None if lacks is None else f"{step}: holds no {lacks}: this save did not finish"
 
 
 def _untracked_note(run: Path, name: str, paths: CheckpointPaths) -> str | None:

@@ -74,4 +74,6 @@ def test_an_unfinished_save_read_is_a_damaged_checkpoint(saved, tmp_path, shard,
     )
     code, stdout, err = run_cli("ckpt", command, step, *out)
     assert code == 1, stdout + err
-    assert one_error_line(stdout if validate else err) == f"error: {step}: {held}, {UNFINISHED}"
+    assert one_error_line(stdout if validate else err) == (
+        f"error: {step}: {held}, {UNFINISHED} (other step dirs here: iter_0000100)"
+    )
