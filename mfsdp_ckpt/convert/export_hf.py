@@ -220,8 +220,9 @@ def export_hf(
     are None unless given, so that an export with no use for one refuses it
     (`lora_export_kind._refuse_flags_not_taken`) instead of ignoring it.
 
-    `progress` gets (tensors, total tensors, bytes, total bytes) as they are written, and
-    `verify_progress` the same as `verify` compares them (`export_verify`).
+    `progress` gets (tensors, total tensors, bytes, total bytes) as they are written, the
+    bytes a window at a time within a tensor (`WriteTally`), and `verify_progress` the same
+    as `verify` compares them (`export_verify`).
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
     (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError

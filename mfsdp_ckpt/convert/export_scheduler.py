@@ -67,35 +67,30 @@ def _copied_as_stored(plan: ExportPlan, item: MappedTensor) -> bool:
 
 def run_tasks(
     plan: ExportPlan,
-    work: Callable[[MappedTensor], int],
+    work: Callable[[MappedTensor], None],
     workers: int,
     buffer_bytes: int,
-    progress: Progress | None,
-    total_bytes: int,
+    on_done: Callable[[], None] | None,
     cost: Callable[[ExportPlan, MappedTensor], int] = task_cost,
 ) -> None:
-    """Run `work(item) -> bytes` over the plan in threads under the byte budget."""
+    """Run `work(item)` over the plan in threads under the byte budget, calling `on_done`
+    (the progress of tensors done) after each."""
     items = plan.ordered_items()
     import_thread_libraries(plan)
     costs = {item.source: cost(plan, item) for item in items}
     budget = _ByteBudget(max(max(costs.values(), default=0), buffer_bytes))
     stop = threading.Event()
-    lock = threading.Lock()
-    done = {"tensors": 0, "bytes": 0}
 
     def task(item: MappedTensor) -> None:
         cost = costs[item.source]
         if not budget.acquire(cost, stop):
             return
         try:
-            written = work(item)
+            work(item)
         finally:
             budget.release(cost)
-        with lock:
-            done["tensors"] += 1
-            done["bytes"] += written
-            if progress is not None:
-                progress(done["tensors"], len(items), done["bytes"], total_bytes)
+        if on_done is not None:
+            on_done()
 
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export")
     try:

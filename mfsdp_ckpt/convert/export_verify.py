@@ -109,7 +109,7 @@ def _verify_file(
     streamable = {item.source for item in here.items if streams_in_pieces(here, item)}
     buffers = _CompareBuffers()
 
-    def work(item: MappedTensor) -> int:
+    def work(item: MappedTensor) -> None:
         found = []
         compared, compared_bytes = 0, 0
         for name, shape, dtype, pieces in _expected(here, item, streamable, buffers):
@@ -136,12 +136,11 @@ def _verify_file(
             problems.extend(found)
         if tally is not None:
             tally.add(compared, compared_bytes)
-        return compared_bytes
 
     def cost(plan: ExportPlan, item: MappedTensor) -> int:
         return 0 if item.source in streamable else task_cost(plan, item)
 
-    run_tasks(here, work, workers, buffer_bytes, None, 0, cost)
+    run_tasks(here, work, workers, buffer_bytes, None, cost)
     return problems
 
 

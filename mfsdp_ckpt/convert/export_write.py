@@ -33,6 +33,7 @@ from mfsdp_ckpt.convert.hf_config import layers_beyond_checkpoint, read_config_j
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
+from mfsdp_ckpt.convert.write_tally import report_writes
 from mfsdp_ckpt.format import step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
@@ -169,10 +170,9 @@ def _write_tensors(
     streamable = {item.source for item in plan.items if streams_in_pieces(plan, item)}
     buffers = PieceBuffers()
 
-    def work(item: MappedTensor) -> int:
+    def work(item: MappedTensor) -> None:
         if item.source in streamable and stream_tensor(plan, item, writer, buffers):
-            return writer.slots[item.targets[0]].nbytes
-        written = 0
+            return
         where = f"{plan.source.location} [{item.source}]"
         with tensor_memory(where, plan.entry(item).nbytes, "converting it"):
             for name, tensor in convert(plan, item):
@@ -180,11 +180,10 @@ def _write_tensors(
                 if nonfinite:
                     raise nonfinite_error(plan, item, nonfinite, overflow=None)
                 writer.write(name, tensor)
-                written += tensor.nbytes
-        return written
 
     def cost(plan: ExportPlan, item: MappedTensor) -> int:
         return 0 if item.source in streamable else task_cost(plan, item)
 
     threads, budget = options.threads, options.buffer_bytes
-    run_tasks(plan, work, threads, budget, options.progress, writer.total_bytes, cost)
+    on_done = report_writes(writer, options.progress, len(plan.items))
+    run_tasks(plan, work, threads, budget, on_done, cost)

@@ -15,6 +15,7 @@ from mfsdp_ckpt.convert.export_errors import ExportVerifyError, NonFiniteError
 from mfsdp_ckpt.convert.export_result import ExportResult
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_verify import differing_bytes
+from mfsdp_ckpt.convert.write_tally import report_writes
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.storage.out_dir import OutputClaim
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -53,14 +54,13 @@ def write_all(
     progress: Progress | None,
 ) -> None:
     """Write each tensor in `order`, one in memory at a time; on failure nothing is kept."""
+    on_done = report_writes(writer, progress, len(order))
     writer.open()
     try:
-        written = 0
-        for done, name in enumerate(order, 1):
+        for name in order:
             writer.write(name, compute(name))
-            written += writer.slots[name].nbytes
-            if progress is not None:
-                progress(done, len(order), written, writer.total_bytes)
+            if on_done is not None:
+                on_done()
         writer.close()
     except BaseException:
         writer.abort()

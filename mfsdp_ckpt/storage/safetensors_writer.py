@@ -24,6 +24,7 @@ import json
 import math
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
 Spec = tuple[str, DType, tuple[int, ...]]  # one output tensor: name, dtype, shape
 SINGLE_FILE = "model.safetensors"
 _PWRITE_MAX = 1 << 30  # Linux caps one write at ~2 GiB; stay well under
+# Bytes written (or copied in the kernel) at a time while `on_written` reports them: the
+# window validate --deep reads by (STREAM_PIECE_ELEMENTS of fp32), so a bar moves within
+# one large tensor.
+REPORTED_BYTES = 4 << 20
 # Every file this writer makes (every export's weights) says so in its header's
 # `__metadata__`, first thing: `export-hf --overwrite` replaces a model dir only where its
 # weights carry it (`carries_export_mark`). By its files alone an earlier export looks like
@@ -146,6 +151,9 @@ class ShardedSafetensorsWriter:
         # contend on its inode and page-cache locks, slower than one thread writing big
         # pieces; the other threads read and convert.
         self._file_locks = {file: threading.Lock() for file in self.files}
+        # Called with each count of tensor bytes as it lands (from the writing thread), at
+        # most REPORTED_BYTES at a time: an export's progress.
+        self.on_written: Callable[[int], None] | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -195,7 +203,7 @@ class ShardedSafetensorsWriter:
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data
         self._reserve(slot)
         with self._file_locks[slot.file]:
-            _pwrite_all(self._fds[slot.file], data, slot.offset, self.out_dir / slot.file)
+            self._pwrite(slot.file, data, slot.offset)
         self._mark_written(name)
 
     def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
@@ -204,7 +212,7 @@ class ShardedSafetensorsWriter:
         complete."""
         slot = self._range(name, start, len(data))
         with self._file_locks[slot.file]:
-            _pwrite_all(self._fds[slot.file], data, slot.offset + start, self.out_dir / slot.file)
+            self._pwrite(slot.file, data, slot.offset + start)
         if done:
             self._mark_written(name)
 
@@ -216,13 +224,14 @@ class ShardedSafetensorsWriter:
         tensor complete. Raises OSError where the kernel or filesystem cannot."""
         slot = self._range(name, start, nbytes)
         fd, copied, path = self._fds[slot.file], 0, self.out_dir / slot.file
+        most = nbytes if self.on_written is None else REPORTED_BYTES
         with self._file_locks[slot.file]:
             while copied < nbytes:
                 try:
                     count = os.copy_file_range(
                         src_fd,
                         fd,
-                        nbytes - copied,
+                        min(nbytes - copied, most),
                         src_offset + copied,
                         slot.offset + start + copied,
                     )
@@ -231,8 +240,21 @@ class ShardedSafetensorsWriter:
                 if count <= 0:  # the source ended: it was truncated after its size was checked
                     raise _source_shrank(src_fd, src_offset + nbytes)
                 copied += count
+                if self.on_written is not None:
+                    self.on_written(count)
         if done:
             self._mark_written(name)
+
+    def _pwrite(self, file: str, data: memoryview, offset: int) -> None:
+        """`data` into `file` at `offset`, reported to `on_written` as it lands."""
+        fd, path, report = self._fds[file], self.out_dir / file, self.on_written
+        if report is None:
+            _pwrite_all(fd, data, offset, path)
+            return
+        for start in range(0, len(data), REPORTED_BYTES):
+            piece = data[start : start + REPORTED_BYTES]
+            _pwrite_all(fd, piece, offset + start, path)
+            report(len(piece))
 
     def _range(self, name: str, start: int, nbytes: int) -> TensorSlot:
         """The slot bytes [start, start + nbytes) of `name` go to, reserved once written."""
