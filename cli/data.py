@@ -214,6 +214,7 @@ def math(
     Examples:
       mfsdp data math --input MATH/train.parquet --out data/math
       mfsdp data math --input MATH/train --input MATH/test --out data/math
+      mfsdp data math --input MATH/train/algebra --split train --out data/algebra
     """
     _convert("math", inputs, out_dir, split, overwrite, as_json)
 

@@ -33,14 +33,26 @@ from typing import Any
 from mfsdp_ckpt.check.printable import cut_to
 
 # What is parsed is bounded before parsing, as every row pays for it. Each form refused starts
-# (its spaces stripped) as a list or numpy's repr of an array, CSV-quoted or not: a text
-# starting otherwise is a prompt, read without scanning it. A chat written out names
-# its keys quoted (json.dumps and repr write `"role"`, `'role'`, a CSV file `""role""`): a
-# text without both is a prompt, read without parsing it.
+# (its spaces stripped) as a list or numpy's repr of an array, CSV-quoted or not, and ends as
+# one (`]`, `)`, or a CSV field's quote); what follows its opening is what can start a turn
+# (`_FIRST_ITEM`): a text shaped otherwise (`[1, 2] sort these`, `[Note] ...`) is a prompt,
+# read without scanning it. A chat written out names its keys quoted (json.dumps and repr
+# write `"role"`, `'role'`, a CSV file `""role""`): a text without both is a prompt, read
+# without parsing it.
 _TURN_KEYS = tuple(re.compile(rf"""["']{key}["']""") for key in ("role", "content"))
 # A list, or numpy's repr of an array; a CSV field's quotes are taken off first
 _WRITTEN_LIST = re.compile(r"(\[|array\().*[\])]", re.DOTALL)
-_WRITTEN_STARTS = ("[", "array(", '"[', '"array(')  # what _WRITTEN_LIST or a CSV field opens
+_WRITTEN_ENDS = ("]", ")", '"')  # what _WRITTEN_LIST or a CSV field closes
+# What the first non-space character after each opening may be where the text is a list of
+# turns as JSON, a literal or numpy's text: a turn's `{` (in parentheses, or in numpy's
+# `array(` that is read as what it holds: the name), numpy's cut `...`; after `array(` its
+# list. A comment or a line continuation may come first in a literal.
+_BEFORE_CODE = frozenset("#\\")
+_LIST_FIRST = frozenset({*"{(.", "array"}) | _BEFORE_CODE
+_ARRAY_FIRST = frozenset("[(") | _BEFORE_CODE
+_FIRST_ITEM = {"[": _LIST_FIRST, "array(": _ARRAY_FIRST, '"[': _LIST_FIRST, '"array(': _ARRAY_FIRST}
+# the first character not a space, or the name `array` (a word: `[and ...` is prose), in place
+_NEXT_ITEM = re.compile(r"\s*(array\b|\S)")
 # Python's parser holds ~500 bytes per token of a literal (a 6 MB `[1,1,...]` took 2.9 GB and
 # 41 s), json less but also per value: a text is parsed only when it has at most this many
 # tokens (~10 MB parsed), nested at most _MAX_DEPTH deep, and every token one a literal, JSON
@@ -76,7 +88,7 @@ def chat_written_as_text(text: str, column: str) -> str | None:
     a Python literal or as numpy's text of an array, CSV-quoted or not, which form named), or
     None when it is a prompt to read as text."""
     stripped = text.strip()
-    if not stripped.startswith(_WRITTEN_STARTS):
+    if not _shaped_as_written(stripped):
         return None
     if not all(key.search(stripped) for key in _TURN_KEYS):
         return None
@@ -91,6 +103,20 @@ def chat_written_as_text(text: str, column: str) -> str | None:
         " {role, content} turns itself (a CSV round trip or astype(str) writes"
         " them as text)"
     )
+
+
+def _shaped_as_written(text: str) -> bool:
+    """Whether the stripped `text` is shaped as a list of turns written out, told from its
+    ends alone: it opens as a list or numpy's repr of an array (CSV-quoted or not), what
+    follows the opening can start one (`_FIRST_ITEM`), and it closes as one. Every form
+    refused is so shaped; a prompt that merely starts with `[` is read without a scan."""
+    if not text.endswith(_WRITTEN_ENDS):
+        return False
+    opening = next((start for start in _FIRST_ITEM if text.startswith(start)), None)
+    if opening is None:
+        return False
+    first = _NEXT_ITEM.match(text, len(opening))
+    return first is not None and first[1] in _FIRST_ITEM[opening]
 
 
 def _unquoted(text: str) -> Iterator[tuple[str, str]]:

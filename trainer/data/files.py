@@ -37,6 +37,7 @@ from mfsdp_ckpt.storage.unique_json import (
     loads_unique,
     too_many_containers,
 )
+from trainer.data.empty_cells import holds_nothing
 from trainer.data.json_errors import json_error_words
 
 log = logging.getLogger(__name__)  # tables published, then the interrupt: one line
@@ -450,17 +451,11 @@ def _row_groups(footer: Any, only_row: int | None) -> tuple[list[int], int]:
 def columns_held(path: str | os.PathLike, names: Collection[str]) -> list[str]:
     """Which of the columns `names` the data file at `path` has, read cheaply: a parquet
     file's schema (no page is read), a JSON table's first row through `names` alone, a key
-    that holds nothing there (`holds_a_value`) not counted."""
+    that holds nothing there (`holds_nothing`) not counted."""
     if Path(path).suffix.lower() == ".parquet":
         return [name for name in _parquet_columns(Path(path)) if name in names]
     row, _ = next(iter_file_rows(path, names))  # dropped, the generator closes the file
-    return [name for name in names if holds_a_value(row.get(name))]
-
-
-def holds_a_value(value: Any) -> bool:
-    """Whether a JSON row's cell holds anything: null and an empty list, object or string do
-    not (verl writes `"images": []` on the text rows of a dataset that mixes in images)."""
-    return value is not None and not (isinstance(value, (list, dict, str)) and len(value) == 0)
+    return [name for name in names if not holds_nothing(row.get(name))]
 
 
 def _parquet_columns(path: Path) -> list[str]:

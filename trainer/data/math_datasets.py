@@ -28,7 +28,7 @@ from trainer.data.files import (
     staged_tables,
 )
 from trainer.data.ground_truths import gsm8k_ground_truth, math_ground_truth
-from trainer.data.problem_dirs import problem_files
+from trainer.data.problem_dirs import directory_route, problem_files
 from trainer.data.table_kinds import table_kind_hint
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -340,15 +340,20 @@ def split_inputs(
         else:
             check_data_file(source)
         grouped.setdefault(split or split_named_by(source), []).append(source)
-    return {name: _shards_in_order(name, sources, split) for name, sources in grouped.items()}
+    return {
+        name: _shards_in_order(name, sources, split, directories)
+        for name, sources in grouped.items()
+    }
 
 
-def _shards_in_order(name: str, sources: list[str], split: str | None) -> list[str]:
+def _shards_in_order(
+    name: str, sources: list[str], split: str | None, directories: bool
+) -> list[str]:
     matches = [_HUB_SHARD.fullmatch(_stem(source)) for source in sources]
     shards = [(m["split"], int(m["index"]), int(m["count"])) for m in matches if m is not None]
     one_split = len(shards) == len(sources) and len({(s, c) for s, _, c in shards}) == 1
     if len(sources) > 1 and not (one_split and len({i for _, i, _ in shards}) == len(shards)):
-        _refuse_shared_split(sources[0], sources[1], name, split)
+        _refuse_shared_split(sources, name, split, directories)
     if not one_split:
         return sources
     given = {index: source for (_, index, _), source in zip(shards, sources, strict=True)}
@@ -363,13 +368,19 @@ def _shards_in_order(name: str, sources: list[str], split: str | None) -> list[s
     return [given[i] for i in sorted(given)]
 
 
-def _refuse_shared_split(first: str, second: str, name: str, split: str | None) -> None:
-    """Two inputs named for one split (`--split train` given with two, or `a/train.jsonl` and
-    `b/train.jsonl`): the second table silently replaced the first in OUT/sft/train.parquet."""
+def _refuse_shared_split(
+    sources: list[str], name: str, split: str | None, directories: bool
+) -> None:
+    """Several inputs named for one split (`--split train` given with two, or `a/train.jsonl`
+    and `b/train.jsonl`): the second table silently replaced the first in
+    OUT/sft/train.parquet. Loose one-problem `.json` files of a dataset read from directories
+    (MATH's) are pointed to the directory route (`directory_route`), one split per directory:
+    "one at a time" made each problem a table."""
     why = "--split names every input's split" if split else "split names come from file names"
+    route = directory_route(sources, split) if directories else None
+    instead = route or "convert them one at a time, each with its own --split"
     raise DataFileError(
-        f"--input {first} and --input {second} both make split '{name}' ({why});"
-        " convert them one at a time, each with its own --split"
+        f"--input {sources[0]} and --input {sources[1]} both make split '{name}' ({why}); {instead}"
     )
 
 

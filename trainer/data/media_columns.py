@@ -8,13 +8,14 @@ reads, so such a file trained text-only without a word: the policy was asked
 (docs/verl.md), so the columns of those names are what marks such a file, as other verl
 features that would be dropped are refused.
 
-A column that holds nothing (null cells, empty lists) is no media column, in JSON as in
-parquet. `refuse_media_columns` looks cheaply (`mfsdp config check` runs it): a JSON table's
-first row, a parquet file's footer, never a media byte (decoding a row group of geo3k's
-images to find its first row holding one took several times the file's size in memory, and
-a video longer than a row was refused as a broken row, not as media); it is followed in the
-loaders by `read_rows_refusing_media`, which looks at every row as it is read: a text table
-with geo3k's rows appended trained them as text.
+A column that holds nothing (null cells, empty lists, '': `holds_nothing`) is no media
+column, in JSON as in parquet. `refuse_media_columns` looks cheaply (`mfsdp config check`
+runs it): a JSON table's first row, a parquet file's footer, else its column's shape (null
+counts, list lengths) read from its smallest leaf, never a media byte where either tells
+(decoding a row group of geo3k's images to find its first row holding one took several
+times the file's size in memory, and a video longer than a row was refused as a broken row,
+not as media); it is followed in the loaders by `read_rows_refusing_media`, which looks at
+every row as it is read: a text table with geo3k's rows appended trained them as text.
 """
 
 from __future__ import annotations
@@ -27,25 +28,20 @@ from typing import Any
 
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
-from trainer.data.files import (
-    DataFileError,
-    RowOrigins,
-    columns_held,
-    holds_a_value,
-    read_rows_with_origins,
-)
+from trainer.data.empty_cells import JSON_TEXT_MAX, holds_nothing
+from trainer.data.files import DataFileError, RowOrigins, columns_held, read_rows_with_origins
 
 # each media column verl reads by default, and the verl key that names it
 MEDIA_COLUMNS = {"images": "data.image_key", "videos": "data.video_key"}
 
 
 def refuse_media_columns(path: str | os.PathLike) -> None:
-    """Refuse (DataFileError) the data file at `path` where a media column holds a value
-    (`holds_a_value`): a JSON table's first row, a parquet file's column unless its footer
-    says it holds nothing (`_parquet_column_holds_a_value`). A parquet column all null (of
-    the null type pandas writes for a column of Nones) or of empty lists holds none, as JSON
-    nulls do (it was refused by its schema alone: verl's text rows, `images: []`, read as
-    JSON and not as parquet)."""
+    """Refuse (DataFileError) the data file at `path` where a media column holds a value (a
+    cell not `holds_nothing`): a JSON table's first row, a parquet file's column unless it
+    holds nothing in every row (`_parquet_column_holds_a_value`). A parquet column all null
+    (of the null type pandas writes for a column of Nones), of empty lists or of '' holds
+    none, as JSON nulls do (it was refused by its schema alone: verl's text rows,
+    `images: []`, read as JSON and not as parquet)."""
     held = columns_held(path, MEDIA_COLUMNS)
     if Path(path).suffix.lower() == ".parquet":
         held = [column for column in held if _parquet_column_holds_a_value(path, column)]
@@ -53,53 +49,66 @@ def refuse_media_columns(path: str | os.PathLike) -> None:
         raise DataFileError(_refusal(str(path), held[0]))
 
 
-# rows read at a time where the footer says a parquet media column has no leaf value: its
-# cells are then nulls and lists of them, a few bytes a row
-_SHAPE_BATCH_ROWS = 65536
+# rows of a parquet media column read at a time where its footer cannot tell: its cells'
+# shape (nulls, list lengths) from its smallest leaf, or short text
+_BATCH_ROWS = 4096
 
 
 def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
-    """Whether a cell of `column` of the parquet file at `path` may hold a value, no media
-    byte decoded. Of the null type: no. Else its footer: a leaf column chunk whose
-    statistics say it holds a value, or has none (a file written without them), holds one,
-    so does a file that cannot be read so. Where no leaf holds a value (every null and empty
-    list, and a list of nulls, is a leaf's null) the cells' shape alone is read, which holds
-    no media byte, to tell `[None]` from `[]`."""
+    """Whether a cell of `column` of the parquet file at `path` holds a value, row group by
+    row group, no media byte decoded where the footer or the cells' shape tells. Of the null
+    type: no. A row group whose footer statistics count a leaf value of a list or struct
+    column holds one (a list's item, a struct's field) and nothing is read; else (no
+    statistics: a file written without them; leaves all null; text or numbers) the column
+    is read from its smallest leaf, `_BATCH_ROWS` rows at a time, and its cells looked at
+    (`_cells_hold_a_value`): a file with or without statistics gets one answer. A file that
+    cannot be read so holds one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         with os.fdopen(safe_files.open_regular(path), "rb") as handle:
             table = pq.ParquetFile(handle)
-            schema = table.schema_arrow
-            if pa.types.is_null(schema.field(column).type):
+            kind = table.schema_arrow.field(column).type
+            if pa.types.is_null(kind):
                 return False
-            if _leaf_holds_a_value(table.metadata, schema, column):
-                return True
-            batches = table.iter_batches(batch_size=_SHAPE_BATCH_ROWS, columns=[column])
-            return any(_shape_holds_a_value(batch.column(0)) for batch in batches)
+            leaves = _leaves(table.metadata, table.schema_arrow, column)
+            return any(
+                _row_group_holds_a_value(table, group, leaves, kind)
+                for group in range(table.metadata.num_row_groups)
+            )
     except Exception as err:  # pyarrow raises several types for a broken file
         reraise_if_out_of_memory(err)
         return True
 
 
-def _leaf_holds_a_value(metadata: Any, schema: Any, column: str) -> bool:
-    """Whether a leaf column chunk of `column` in a row group of the parquet footer
-    `metadata` may hold a value: its statistics missing, or counting fewer nulls than
-    values. The leaves are stored in the order of the fields of `schema`, each field's
-    `_leaf_count` of them (a footer of other leaves may hold one)."""
+def _leaves(metadata: Any, schema: Any, column: str) -> range:
+    """The indexes of the parquet leaf columns `column` is stored as in the footer
+    `metadata`: the leaves are stored in the order of the fields of `schema`, each field's
+    `_leaf_count` of them. A footer of other leaves is refused (ValueError)."""
     counts = [_leaf_count(field.type) for field in schema]
     if sum(counts) != metadata.num_columns:
+        raise ValueError(f"{metadata.num_columns} leaves, the schema's {sum(counts)}")
+    at = schema.get_field_index(column)
+    return range(sum(counts[:at]), sum(counts[: at + 1]))
+
+
+def _row_group_holds_a_value(table: Any, group: int, leaves: range, kind: Any) -> bool:
+    """Whether a cell of row group `group` of the parquet file `table`, of the column of
+    arrow type `kind` stored as `leaves`, holds a value: a leaf value of a list or struct
+    counted by the footer, else its cells read from its smallest leaf."""
+    chunks = [table.metadata.row_group(group).column(leaf) for leaf in leaves]
+    if _is_nested(kind) and any(_counts_a_value(chunk) for chunk in chunks):
         return True
-    first = sum(counts[: schema.get_field_index(column)])
-    leaves = range(first, first + counts[schema.get_field_index(column)])
-    for group in range(metadata.num_row_groups):
-        for leaf in leaves:
-            chunk = metadata.row_group(group).column(leaf)
-            stats = chunk.statistics
-            if stats is None or not stats.has_null_count or stats.null_count != chunk.num_values:
-                return True
-    return False
+    smallest = min(chunks, key=lambda chunk: chunk.total_uncompressed_size).path_in_schema
+    batches = table.iter_batches(_BATCH_ROWS, row_groups=[group], columns=[smallest])
+    return any(_cells_hold_a_value(batch.column(0)) for batch in batches)
+
+
+def _counts_a_value(chunk: Any) -> bool:
+    """Whether the footer's statistics of the leaf column `chunk` count a non-null value."""
+    stats = chunk.statistics
+    return stats is not None and stats.has_null_count and stats.null_count != chunk.num_values
 
 
 def _leaf_count(kind: Any) -> int:
@@ -115,6 +124,14 @@ def _leaf_count(kind: Any) -> int:
     return 1
 
 
+def _is_nested(kind: Any) -> bool:
+    """Whether the arrow type `kind` is a list, map or struct: a leaf value in a cell makes
+    the cell hold a value."""
+    import pyarrow as pa
+
+    return _is_list(kind) or pa.types.is_map(kind) or pa.types.is_struct(kind)
+
+
 def _is_list(kind: Any) -> bool:
     """Whether the arrow type `kind` is a list of any length kind."""
     import pyarrow as pa
@@ -124,20 +141,27 @@ def _is_list(kind: Any) -> bool:
     )
 
 
-def _shape_holds_a_value(cells: Any) -> bool:
-    """Whether a cell of the arrow array `cells`, whose leaves are all null, holds a value
-    as `holds_a_value` reads it: a list of at least one element (`[None]`), a struct of a
-    field (`{'bytes': None}`), any other non-null cell (an empty map too: no media column
-    is one)."""
+def _cells_hold_a_value(cells: Any) -> bool:
+    """Whether a cell of the arrow array `cells` holds a value as `holds_nothing` reads a
+    JSON cell, from its shape where it has one: a list or map of at least one item
+    (`[None]`), a struct (`{'bytes': None}`), bytes (even empty: `holds_nothing` reads no
+    bytes as nothing); text not blank and no JSON for nothing ('[]', 'null'), a number not
+    NaN. Only text short enough to be JSON for nothing is made Python values."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = cells.type
-    if pa.types.is_struct(kind) and kind.num_fields == 0:
-        return False
+    if pa.types.is_map(kind):
+        return bool(pc.any(pc.greater(cells.value_lengths(), 0)).as_py())
     if _is_list(kind):
         return bool(pc.any(pc.greater(pc.list_value_length(cells), 0)).as_py())
-    return bool(pc.any(pc.is_valid(cells)).as_py())
+    if _is_nested(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return cells.null_count < len(cells)
+    cells = cells.drop_null()
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if text and pc.any(pc.greater(pc.binary_length(cells), JSON_TEXT_MAX)).as_py():
+        return True
+    return not all(holds_nothing(cell) for cell in cells.to_pylist())
 
 
 def read_rows_refusing_media(
@@ -152,10 +176,10 @@ def read_rows_refusing_media(
 
 
 def _refuse_media_row(media: tuple[str, ...], row: dict[str, Any], where: str) -> None:
-    """Refuse the row `where` holding a value in one of the columns `media` (`holds_a_value`:
-    an empty list is none); drop them."""
+    """Refuse the row `where` holding a value in one of the columns `media` (a cell not
+    `holds_nothing`: an empty list or '' is none); drop them."""
     for column in media:
-        if holds_a_value(row.pop(column, None)):
+        if not holds_nothing(row.pop(column, None)):
             raise DataFileError(_refusal(where, column))
 
 

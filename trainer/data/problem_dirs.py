@@ -124,3 +124,27 @@ def _refuse_link_out(path: Path, inside: str) -> None:
 
 def _raise(err: OSError) -> NoReturn:
     raise DataFileError(f"{err.filename}: cannot be read ({err.strerror})")
+
+
+def directory_route(paths: list[str], split: str | None) -> str | None:
+    """What to give instead of the loose `.json` files `paths` made one split: the
+    directory holding them all, as one --input (`problem_files` reads a directory as one
+    split, as the official release is laid out: MATH/train/<subject>/<n>.json), or None
+    where one is no `.json` file (tables, the Hub's shards, make a split otherwise)."""
+    if not all(Path(path).suffix.lower() == PROBLEM_SUFFIX for path in paths):
+        return None
+    folders = [os.path.dirname(path) or os.curdir for path in paths]
+    try:
+        folder = os.path.commonpath(folders)
+    except ValueError:  # absolute and relative paths mixed
+        folder = os.path.commonpath([os.path.abspath(path) for path in folders])
+    named = f" --split {split}" if split else ""
+    if os.path.realpath(folder) == os.path.realpath(os.curdir):  # --input . is refused
+        return (
+            "a directory of one .json file per problem is one split: move them into one"
+            f" and give it, --input DIR{named}"
+        )
+    return (
+        "a directory of one .json file per problem is one split: give the one holding"
+        f" them, --input {folder}{named}"
+    )

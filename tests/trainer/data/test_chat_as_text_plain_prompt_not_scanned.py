@@ -6,6 +6,7 @@ plain 6 KB prompts 50 times slower). Counted here on the key patterns the scan r
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -63,3 +64,40 @@ def test_a_prompt_that_cannot_be_turns_is_not_scanned(scanned, text):
 def test_a_written_list_is_scanned_and_refused(scanned, text):
     assert chat_written_as_text(text, "prompt") is not None
     assert scanned
+
+
+WORDS = "the sum of two and three is five " * 200
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"[{WORDS}{TURNS} {WORDS}]",
+        json.dumps([*WORDS.split(), json.loads(TURNS)]),
+        f"[Question] {WORDS}{TURNS}? [end]",
+        f"[1, 2, 3] and {TURNS}",
+        f"array(1, {TURNS})",
+    ],
+    ids=["prose-in-brackets", "json-list-of-words", "tagged", "list-then-prose", "array-word"],
+)
+def test_a_list_prompt_whose_first_item_cannot_be_a_turn_is_not_scanned(scanned, text):
+    """A prompt that starts with `[` is scanned only where a turn can follow the opening
+    and it closes as a list: such prompts had made a file's check half again slower."""
+    assert chat_written_as_text(text, "prompt") is None
+    assert scanned == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"[\n   {TURNS}\n]",
+        f"[# the chat\n{TURNS}]",
+        f"[({TURNS})]",
+        f"[... {TURNS}]",
+        f"[array({TURNS})]",
+        f"array(\n  [{TURNS}], dtype=object)",
+    ],
+    ids=["spaced", "comment-first", "parenthesized", "cut-first", "array-item", "spaced-array"],
+)
+def test_a_list_of_turns_opened_otherwise_is_still_refused(text):
+    assert chat_written_as_text(text, "prompt") is not None
