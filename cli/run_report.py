@@ -6,6 +6,7 @@ run's result, as a line or as JSON with --json. Kept apart from starting the run
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -172,6 +173,8 @@ def _logged_value(run_dir: Path, key: str, up_to: int) -> float | None:
     try:
         for record in logged_records(run_dir):
             step, value = record.get("step"), record.get(key)
+            if value is None and key in record:  # logged null: a value that was not finite
+                value = math.nan
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             if isinstance(step, int) and step <= up_to:

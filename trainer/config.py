@@ -283,7 +283,8 @@ class TrainerConfig:
     log_every: Positive[int] = 1
     eval_every: NonNegative[int] = 0  # steps; 0: only at the end when there is validation data
     tensorboard: bool = False  # same as adding tensorboard to `logger`
-    # Experiment trackers, verl's names: console and jsonl (RUN_DIR/metrics.jsonl) always run;
+    # Experiment trackers, verl's names: console (a line per logged step without a bar), jsonl
+    # (RUN_DIR/metrics.jsonl: written even without it, as resume reads it);
     # tensorboard (RUN_DIR/tensorboard/) and wandb (RUN_DIR/wandb/; WANDB_MODE=offline works).
     logger: list[Literal["console", "jsonl", "tensorboard", "wandb"]] = field(
         default_factory=lambda: ["console", "jsonl"]
@@ -291,7 +292,7 @@ class TrainerConfig:
     project_name: str = "mfsdp"  # wandb project
     experiment_name: str | None = None  # wandb run name; default: the run dir's name
     progress_bar: bool = True
-    peak_tflops: Positive[float] | None = None  # per device, MFU; CUDA default 790 (H200 bf16)
+    peak_tflops: Positive[float] | None = None  # per device, MFU; default: 790 on an H200 only
 
     def __post_init__(self) -> None:
         # `RUN/new/..` was checked as typed, naming nothing while `new` did not exist, and

@@ -42,11 +42,18 @@ class MetricsLogger:
     then lose its curves.
     """
 
-    def __init__(self, run_dir: str | Path, enabled: bool, trainer: Any):
+    def __init__(
+        self, run_dir: str | Path, enabled: bool, trainer: Any, merge_step: int | None = None
+    ):
+        """`merge_step`: a step whose record an earlier run may have logged and this run logs
+        again first (a resume's validation at the step it resumes, GRPO's
+        `val_before_train`): its record is merged into that one (`_merged`), and TensorBoard
+        purges from that step, so the step shows once, where it showed twice."""
         self.enabled = enabled
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / METRICS_FILE
         self.events = self.run_dir / TENSORBOARD_DIR
+        self._merge_step = merge_step
         self._tensorboard = None
         self._tensorboard_threads: ThreadFailure | None = None
         self._wandb = None
@@ -58,6 +65,7 @@ class MetricsLogger:
         if "tensorboard" in trackers:
             events = _tracker_dir(self.events)
             first = _first_step_to_log(self.run_dir)
+            first = first if merge_step is None else min(first, merge_step)
             self._tensorboard, self._tensorboard_threads = started_watched(
                 lambda: _started("tensorboard", lambda: _summary_writer(events, first))
             )
@@ -66,14 +74,23 @@ class MetricsLogger:
             self._wandb = _started("wandb", lambda: _wandb_run(self.run_dir, trainer))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """Append step `step`'s record to metrics.jsonl, strict JSON (a value that is not
+        finite is `null`, as in `--json` and the rollout dumps: a bare `NaN` is refused by
+        strict readers), and give its numbers to the trackers as they are, NaN and inf too
+        (they plot them, as verl's do: a loss that diverged was missing from the curves)."""
         if not self.enabled:
             return
+        if step == self._merge_step:
+            self._merge_step = None
+            metrics = self._merged(step, metrics)
         record = {"step": step, "time": round(time.time(), 3), **metrics}
-        append_whole(self.path, (json.dumps(record) + "\n").encode())
+        append_whole(
+            self.path, (json.dumps(strict_record(record), allow_nan=False) + "\n").encode()
+        )
         scalars = {
             key: value
             for key, value in metrics.items()
-            if isinstance(value, (int, float)) and math.isfinite(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
         }
         if self._tensorboard is not None:
             writer = self._tensorboard
@@ -85,6 +102,21 @@ class MetricsLogger:
             self._tensorboard_call(add_scalars)
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
+
+    def _merged(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
+        """`metrics` merged into the record an earlier run logged of `step` (its values, then
+        these), which leaves metrics.jsonl (`drop_steps_after`; it holds no later step, as
+        the run that resumes `step` removed them): the step keeps one record, with its
+        training values and this run's validation."""
+        earlier = None
+        for record in logged_records(self.run_dir):
+            if record.get("step") == step:
+                earlier = record
+        if earlier is None:
+            return metrics
+        drop_steps_after(self.run_dir, step - 1)
+        kept = {key: value for key, value in earlier.items() if key not in ("step", "time")}
+        return {**kept, **metrics}
 
     def close(self) -> None:
         """Close every tracker, each even when one before it failed; the first failure is
@@ -111,6 +143,15 @@ class MetricsLogger:
             raise naming_file(failed, self.events) from None
         if failed is not None:
             raise failed
+
+
+def strict_record(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` (a step's flat scalars) with each float that is not finite as None: written
+    `null`, which every JSON reader reads, where Python's json wrote `NaN`."""
+    return {
+        key: None if isinstance(value, float) and not math.isfinite(value) else value
+        for key, value in record.items()
+    }
 
 
 def append_whole(path: Path, line: bytes) -> None:
@@ -194,6 +235,18 @@ def _tracker_dir(path: Path) -> Path:
         ) from None
     refuse_link(path)
     return path
+
+
+def jsonl_note(logger: list[str]) -> str | None:
+    """One note where `trainer.logger` leaves out `jsonl`: metrics.jsonl is written all the
+    same, as resume (which records it drops and purges) and the run's summary read it; the
+    value was accepted and did nothing, unsaid. None where it names jsonl."""
+    if "jsonl" in logger:
+        return None
+    return (
+        f"note: trainer.logger has no jsonl; {METRICS_FILE} is written all the same (resume"
+        " and the run's summary read it)"
+    )
 
 
 TRACKER_PACKAGES = {"tensorboard": "pip install tensorboard", "wandb": "pip install 'mfsdp[wandb]'"}

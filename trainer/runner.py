@@ -39,7 +39,7 @@ from trainer.memory_estimate import (
     model_states,
     ranks_here,
 )
-from trainer.metrics import MetricsLogger, drop_steps_after
+from trainer.metrics import MetricsLogger, drop_steps_after, jsonl_note
 from trainer.micro_batch_ranks import rank_change_warning
 from trainer.model import check_attention_backend, count_parameters
 from trainer.model_source import weights_lines
@@ -253,8 +253,15 @@ class StepHooks:
     def env(self) -> DistEnv:
         return self.run.env
 
+    def logs_before_first_step(self) -> bool:
+        """Whether `before_first_step` logs a record at the step the run starts from (GRPO's
+        `val_before_train`): a resume's record of that step is merged into the one an
+        earlier run logged there (`MetricsLogger`'s `merge_step`)."""
+        return False
+
     def before_first_step(self, metrics: MetricsLogger) -> None:
-        """Anything logged before the first step (GRPO's `val_before_train`)."""
+        """Anything logged before the first step (GRPO's `val_before_train`); called only
+        when a step is left to train."""
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One optimizer step (0-based `step`); the record of metrics it logs."""
@@ -452,9 +459,19 @@ class TrainingRun:
         """Steps `start` to `stop`, then the final evaluation and save; an async save in
         flight, the metrics log, the progress bar and what `hooks` holds are closed however
         it ends (a Ctrl-C in one close included), and a close that fails never hides the
-        failure that ended the steps (`closing.close_all`)."""
+        failure that ended the steps (`closing.close_all`). A run with nothing left to train
+        logs nothing and starts no tracker: a rerun of a finished run validated again,
+        logged the last step once more and started an empty wandb run, each time."""
         self._drop_later_records()
-        metrics = MetricsLogger(self.run_dir, self.env.is_main, self.cfg.trainer)
+        trains = self.start < self.stop
+        merge_step = self.start if trains and hooks.logs_before_first_step() else None
+        metrics = MetricsLogger(
+            self.run_dir, self.env.is_main and trains, self.cfg.trainer, merge_step
+        )
+        note = jsonl_note(self.cfg.trainer.logger)
+        if note is not None and self.env.is_main and trains:
+            print(f"[{self.name}] {note}", file=sys.stderr)
+        console = "console" in self.cfg.trainer.logger
         bars: list[Any] = []  # the bar, once drawn
 
         def closers() -> list[Callable[[], object]]:
@@ -462,7 +479,8 @@ class TrainingRun:
 
         try:
             try:
-                hooks.before_first_step(metrics)
+                if trains:
+                    hooks.before_first_step(metrics)
                 drawn = draws_bars(self.env.is_main and self.cfg.trainer.progress_bar)
                 bar = step_bar(self.name, self.total_steps, self.start, drawn)
                 bars.append(bar)
@@ -472,7 +490,8 @@ class TrainingRun:
                     hooks.after_step(step + 1, record, metrics)
                     bar.set_postfix(hooks.bar_postfix(record), refresh=False)
                     bar.update(1)
-                    if self.env.is_main and not drawn and self.should_log(step + 1, record):
+                    shown = self.env.is_main and console and not drawn
+                    if shown and self.should_log(step + 1, record):
                         self._say_step(step + 1, hooks.bar_postfix(record))
                 hooks.after_last_step(metrics)
                 self.checkpointer.close()
@@ -513,7 +532,8 @@ class TrainingRun:
 
     def _say_step(self, done: int, shown: dict[str, str]) -> None:
         """Without a bar (`trainer.progress_bar=false`, or stderr a log file), one plain line
-        per logged step, so a log still shows how the run goes."""
+        per logged step, so a log still shows how the run goes; none where `trainer.logger`
+        leaves out `console` (verl's name for these lines)."""
         fields = " ".join(f"{key}={value}" for key, value in shown.items())
         print(f"[{self.name}] step {done}/{self.total_steps} {fields}", file=sys.stderr)
 

@@ -14,6 +14,7 @@ that stops and resumes computes exactly what an uninterrupted run computes.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.grpo.aggregation import LossNormalization
 from trainer.machines_read import check_splits_read_alike
 from trainer.metrics import MetricsLogger, bar_postfix
+from trainer.mfu_peak import peak_tflops
 from trainer.model import (
     build_hf_config,
     build_model,
@@ -53,9 +55,6 @@ from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
 SFT_RUN = RunKind("sft", "data.global_batch_size", ("data.train_files", "data.val_ratio"))
-H200_BF16_PEAK_TFLOPS = (
-    790.0  # 1xH200's bf16 matmul peak: bench/matmul_peak.py, best 791 (docs/benchmarks.md)
-)
 
 
 @dataclass
@@ -84,7 +83,9 @@ class SFTSteps(StepHooks):
     def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
         cfg, run = self.cfg, self.run
         self.result.losses[done] = record["train/loss"]
-        if self.val and run.is_due(cfg.trainer.eval_every, done):
+        # the last step's validation is in its record, as GRPO's is: it was a second record
+        # of that step, logged after it
+        if self.val and (run.is_due(cfg.trainer.eval_every, done) or done == run.stop):
             record["val/loss"] = self._validate(done)
         if run.should_log(done, record):
             metrics.log(done, record)
@@ -95,11 +96,10 @@ class SFTSteps(StepHooks):
         return bar_postfix(record)
 
     def after_last_step(self, metrics: MetricsLogger) -> None:
+        """The final save; `after_step` validated the last step and logged it."""
         run, final = self.run, self.run.final_step
         if final <= run.start:
             return
-        if self.val and final not in self.result.eval_losses:
-            metrics.log(final, {"val/loss": self._validate(final)})
         if run.last_saved != step_dir(run.run_dir, final):
             self._save(final)
 
@@ -286,9 +286,18 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         pad_id=padding_id(tokenizer),
         flops_per_token=6.0 * counts["matmul"],
         attention_flops_factor=6.0 * hf_config.num_hidden_layers * counts["attention_dim"],
-        peak_tflops=cfg.trainer.peak_tflops
-        or (H200_BF16_PEAK_TFLOPS if env.device.type == "cuda" else None),
+        peak_tflops=_peak_tflops(cfg.trainer.peak_tflops, env, run.start < run.stop),
         result=SFTResult(run_dir=run.run_dir, final_step=0, resumed_from=run.resumed_from),
     )
     run.loop(steps)
     return run.finish(steps.result)
+
+
+def _peak_tflops(configured: float | None, env: DistEnv, trains: bool) -> float | None:
+    """The peak MFU is read against (`mfu_peak.peak_tflops` for this rank's device); the
+    main rank says so where MFU is left out on a GPU of a run that trains."""
+    name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else None
+    peak, note = peak_tflops(configured, name)
+    if note is not None and env.is_main and trains:
+        print(f"[sft] {note}", file=sys.stderr)
+    return peak

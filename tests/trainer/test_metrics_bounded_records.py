@@ -54,10 +54,12 @@ def test_a_line_that_is_no_record_is_skipped_in_bounded_memory(case, tmp_path):
 
 
 def test_a_nan_loss_is_still_a_record(tmp_path):
-    """The logger writes a NaN loss as `NaN` (Python's json): the step is still logged."""
-    run = _run(tmp_path, b'{"step": 1, "train/loss": NaN}\n')
-    (record,) = read_metrics(run)
-    assert record["step"] == 1 and record["train/loss"] != record["train/loss"]
+    """The logger writes a NaN loss as `null` (strict JSON); a run logged before wrote a bare
+    `NaN` (Python's json): either way the step is still a record."""
+    run = _run(tmp_path, b'{"step": 1, "train/loss": NaN}\n', b'{"step": 2, "train/loss": null}\n')
+    first, second = read_metrics(run)
+    assert first["step"] == 1 and first["train/loss"] != first["train/loss"]
+    assert second["step"] == 2 and second["train/loss"] is None
 
 
 def test_no_metrics_file_is_no_records(tmp_path):

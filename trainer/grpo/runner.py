@@ -117,9 +117,12 @@ class GRPOSteps(StepHooks):
     result: GRPOResult
     engine_has_base: bool = False  # set by the first weight push
 
+    def logs_before_first_step(self) -> bool:
+        return bool(self.val) and self.cfg.trainer.val_before_train
+
     def before_first_step(self, metrics: MetricsLogger) -> None:
         # at whatever step the run starts, as verl's `fit` validates after loading a checkpoint
-        if self.val and self.cfg.trainer.val_before_train:
+        if self.logs_before_first_step():
             metrics.log(self.run.start, self.validate(self.run.start))
 
     def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
