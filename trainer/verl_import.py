@@ -32,6 +32,7 @@ from trainer import (
     verl_megatron_optim,
     verl_rules,
     verl_saved_configs,
+    verl_truncation,
 )
 from trainer.config_base import RUN_NAMES
 from trainer.config_kind import likely_kind
@@ -383,6 +384,8 @@ def _convert(
     # a note said alike for several keys (a mapping's fields given one by one) is one note
     said = [message.removeprefix("note: ") for message in collected.messages]
     conversion.notes = list(dict.fromkeys(said))
+    if command == "sft":
+        conversion.notes += verl_truncation.no_padding_truncation(conversion.tree, given, module)
     conversion.dropped += _drop_misplaced_wholes(cls, conversion.tree)
     if whole:
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)

@@ -83,11 +83,13 @@ PADDING = (
 # verl's sft_trainer: pad_mode is how each micro-batch holds its sequences (its collator and
 # engine: nested and packed, or each padded to data.max_length), use_dynamic_bsz how the
 # micro-batches are formed (token budget or micro_batch_size_per_gpu rows). The loss masks
-# the padding, so only the second changes what trains together, and data.packing follows it
+# the padding, so only the second changes what trains together, and data.packing follows it.
+# At no_padding its dataset also cuts an over-long row from the right (verl_truncation)
 PAD_MODE = (
     "how verl lays out the sequences inside a micro-batch (no_padding: packed, right: each"
-    " padded to data.max_length): speed and memory only, the loss masks padding; data.packing"
-    " here follows data.use_dynamic_bsz, which decides how micro-batches are formed"
+    " padded to data.max_length), the loss masking padding; data.packing here follows"
+    " data.use_dynamic_bsz, which decides how micro-batches are formed. It also decides which"
+    " end of an over-long row is cut: at no_padding the right, whatever data.truncation says"
 )
 
 # every key under each of these (a key of `trainer.verl_off_keys` under one is read there)

@@ -31,7 +31,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout
-from trainer import verl_interpolation
+from trainer import verl_interpolation, verl_truncation
 from trainer.shown_value import typed_text
 from trainer.verl_hydra_files import selected_group, selects_megatron
 from trainer.verl_inert_keys import section_of
@@ -219,6 +219,9 @@ def adopt_tree(
         ) from None
     for key, value in adopted:
         set_dotted(native, key, value)
+    if command_of(cls) == "sft":  # a file that sets verl's pad_mode: sft_trainer's
+        for note in verl_truncation.no_padding_truncation(native, given, None):
+            log.warning("note: %s", note)
     return native, [*own, *foreign]
 
 

@@ -9,7 +9,8 @@ eos_token, each tokenized alone, the loss on the latter.
 Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives it to
 apply_chat_template (less its keys whose value is null, its content aside): a Qwen3-style
 template renders `reasoning_content`, others `name` or `tool_calls`; a turn whose
-`tool_calls` the template does not render is refused (`refuse_unrendered_tool_calls`). Loss
+`tool_calls` the template does not render is refused (`refuse_unrendered_tool_calls`), as is
+a turn it leaves out (`refuse_unrendered_turns`: a role it does not render). Loss
 is taken on assistant tokens only, on the tokens verl's MultiTurnSFTDataset trains: every
 token an assistant turn renders to after the template's generation prompt
 (`add_generation_prompt=True`), its end-of-turn tokens included. verl reads no
@@ -190,10 +191,13 @@ class Example:
 
 
 def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
-    """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
-    _refuse_template_arguments(row)
+    """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text. A
+    row's template arguments are refused only where its messages are read: verl's SFTDataset
+    gives a prompt/response row's none to the template, nor does `tokenize_prompt_response`."""
     if _reads_messages(row, columns) and row.get(columns.messages) is not None:
+        _refuse_template_arguments(row)
         messages = _turns_in(row[columns.messages], columns.messages)
+        _refuse_turn_weights(messages)
     elif columns.source != "messages" and columns.prompt in row and columns.response in row:
         prompt, prompt_at = _field(row, columns.prompt, columns.prompt_fields)
         turns = (
@@ -217,6 +221,24 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
             f"the conversation has no assistant turn to learn from ('{columns.messages}')"
         )
     return messages
+
+
+def _refuse_turn_weights(messages: list[dict]) -> None:
+    """An assistant turn's `weight` other than 1 (OpenAI's fine-tuning format: 0 is "do not
+    train this turn") is refused: no weight is read here, nor by verl, so a `weight: 0` turn
+    trained as a target, without a word. Null (a parquet struct's absent key) and 1 change
+    nothing."""
+    for number, turn in enumerate(messages, 1):
+        weight = turn.get("weight")
+        if turn["role"] != "assistant" or weight is None or weight == 1:
+            continue
+        if isinstance(weight, float) and math.isnan(weight):  # pandas' missing value
+            continue
+        raise ChatFormatError(
+            f"turn {number} ('assistant') has weight {weight!r}: per-turn weights (OpenAI's"
+            " 0: do not train the turn) are not read here, nor by verl, which trains the turn;"
+            " drop the turn to leave it out, or the key to train it"
+        )
 
 
 def _turns_in(value: Any, column: str) -> list[dict]:
@@ -390,8 +412,23 @@ def _given_keys(turn: dict) -> dict:
     too (a turn that only calls tools), as verl passes it. Leaving out another key whose
     value is null is mfsdp's choice (transformers, and so verl, pass it on as None): a
     parquet struct column gives every turn each key some turn has, null where the turn has
-    none, and a template testing `is defined` rendered `None` into the training text."""
-    return {key: value for key, value in turn.items() if value is not None or key == "content"}
+    none, and a template testing `is defined` rendered `None` into the training text. Its
+    tool calls are read by the same rule (`_without_nulls`)."""
+    given = {key: value for key, value in turn.items() if value is not None or key == "content"}
+    if isinstance(given.get("tool_calls"), (list, tuple)):
+        given["tool_calls"] = [_without_nulls(call) for call in given["tool_calls"]]
+    return given
+
+
+def _without_nulls(value: Any) -> Any:
+    """`value` (a tool call) without the keys whose value is null, at every depth: a parquet
+    struct gives each call every argument key any call has (`{"city": "Oslo", "a": null}`),
+    and the template wrote those nulls into the call the model learned to make."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def _template_turns(turns: Iterable[dict]) -> list[dict]:
@@ -437,7 +474,8 @@ _SHAREGPT_ROLES = {"human": "user", "gpt": "assistant"}
 def _check_role(role: str) -> None:
     """A role another spelling of a known one (`User`, ShareGPT's `human` / `gpt`) is refused:
     templates match roles exactly, so it rendered as text and an `Assistant` turn was never
-    a target. Other roles are left to the template, which may know them."""
+    a target. Other roles are left to the template, which may know them; a turn it does not
+    render is refused (`refuse_unrendered_turns`)."""
     meant = _SHAREGPT_ROLES.get(role) or (role.lower() if role.lower() in _ROLES else None)
     if meant is not None and meant != role:
         raise ChatFormatError(f"role {role!r}: chat templates match roles exactly; write {meant!r}")
@@ -594,6 +632,7 @@ def tokenize_prompt_response(
     refuse_unrendered_tool_calls(
         tokenizer, prompt, limit, rendered["text"], add_generation_prompt=True
     )
+    refuse_unrendered_turns(tokenizer, prompt, limit, rendered["text"], add_generation_prompt=True)
     if len(rendered["text"]) + len(reply_text) > limit.chars:
         raise ChatTooLong(f"the prompt with its response is {limit.too_long()}")
     prompt_ids = rendered["input_ids"]
@@ -649,6 +688,45 @@ def refuse_unrendered_tool_calls(
         )
 
 
+def refuse_unrendered_turns(
+    tokenizer: Any,
+    turns: list[dict],
+    limit: RowLimit,
+    text: str,
+    *,
+    add_generation_prompt: bool = False,
+) -> None:
+    """ChatFormatError naming the first turn whose content `text` (the turns as `chat_ids`
+    rendered them) lacks, where the turns rendered without it are the same text: the
+    template skips its role (Qwen2.5's renders no `function`, `developer`, `ipython` or
+    `observation` turn), and the row trained without it, a tool's result left out, the model
+    taught to make it up. verl drops such a turn too. A row whose turns all show in the text
+    costs no render; one whose content a template reshapes (trims, splits at `</think>`)
+    costs one, the turns rendered without those it lacks; a template that fails without
+    them renders them."""
+    lacked = [
+        turn
+        for turn in turns
+        if isinstance(turn["content"], str) and turn["content"].strip() not in text
+    ]
+    if not lacked:
+        return
+    kept = [turn for turn in turns if all(turn is not other for other in lacked)]
+    try:
+        rendered = chat_ids(tokenizer, kept, limit, add_generation_prompt=add_generation_prompt)
+    except ChatFormatError:
+        return
+    if rendered["text"] == text:
+        turn = lacked[0]
+        number = next(index for index, other in enumerate(turns, 1) if other is turn)
+        raise ChatFormatError(
+            f"turn {number}, role {turn['role']!r}: {limit.template} does not render it, so"
+            " its content would be left out of the training text; write it under a role the"
+            " template renders (a tool's result as 'tool'), or drop the turn, found"
+            f" {cut_to(repr(turn), 200)}"
+        )
+
+
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
     """A conversation's tokens with the loss on the tokens verl's MultiTurnSFTDataset trains:
     each assistant turn's tokens after the template's generation prompt, through its end of
@@ -667,6 +745,7 @@ def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Exam
 
     whole = rendered(messages, False)
     refuse_unrendered_tool_calls(tokenizer, messages, limit, whole["text"])
+    refuse_unrendered_turns(tokenizer, messages, limit, whole["text"])
     full = whole["input_ids"]
     try:
         ids = lambda turns, prompt: rendered(turns, prompt)["input_ids"]  # noqa: E731
@@ -797,14 +876,23 @@ def _reply_start(tokenizer: Any, prompt: dict[str, Any], through: dict[str, Any]
     return next((i for i, (begin, _end) in enumerate(offsets) if begin >= len(text)), None)
 
 
+# what lets an over-long SFT row through, and what verl did with it: its sft_trainer at
+# pad_mode=no_padding (its default) keeps the first data.max_length tokens, even at its
+# data.truncation=error (verl_truncation), so a dataset that trained there would stop here
+TRUNCATION_REMEDY = (
+    "data.truncation=left|right; verl's sft_trainer at its default pad_mode=no_padding cut"
+    " such rows from the right: data.truncation=right does what it did"
+)
+
+
 def truncate(example: Example, max_length: int, mode: str, where: str) -> Example:
     """`error`: refuse; `left`: keep the last max_length tokens; `right`: keep the first."""
     if len(example) <= max_length:
         return example
     if mode == "error":
         raise ChatFormatError(
-            f"{where}: {len(example)} tokens > data.max_length={max_length} (raise it or set "
-            "data.truncation=left|right)"
+            f"{where}: {len(example)} tokens > data.max_length={max_length} (raise it or set"
+            f" {TRUNCATION_REMEDY})"
         )
     if mode == "left":
         return replace(

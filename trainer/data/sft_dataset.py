@@ -12,6 +12,7 @@ from typing import Any
 from trainer.config import ConfigError, DataConfig
 from trainer.data.chat import (
     TEMPLATE_COLUMNS,
+    TRUNCATION_REMEDY,
     ChatFormatError,
     Example,
     NoChatColumns,
@@ -72,7 +73,7 @@ def tokenize_rows(
         "data.max_length",
         cfg.max_length,
         truncated=cfg.truncation != "error",
-        remedy="data.truncation=left|right",
+        remedy=TRUNCATION_REMEDY,
     )
     for index, row in enumerate(item_bar(rows, desc, progress)):
         try:

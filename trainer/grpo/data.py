@@ -37,6 +37,7 @@ from trainer.data.chat import (
     chat_ids,
     checked_turns,
     refuse_unrendered_tool_calls,
+    refuse_unrendered_turns,
     row_limit,
     turn_keys_texts,
     turn_texts,
@@ -221,6 +222,9 @@ def load_rl_prompts(
         try:
             rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
             refuse_unrendered_tool_calls(
+                tokenizer, turns, bound, rendered["text"], add_generation_prompt=True
+            )
+            refuse_unrendered_turns(
                 tokenizer, turns, bound, rendered["text"], add_generation_prompt=True
             )
             ids = rendered["input_ids"]

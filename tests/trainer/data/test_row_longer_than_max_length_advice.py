@@ -14,7 +14,10 @@ from trainer.data.chat import ChatFormatError, chat_ids, row_limit
 from trainer.data.sft_dataset import tokenize_rows
 from trainer.tiny import build_tokenizer
 
-ADVICE = "(raise it or set data.truncation=left|right)"
+ADVICE = (
+    "(raise it or set data.truncation=left|right; verl's sft_trainer at its default"
+    " pad_mode=no_padding cut such rows from the right: data.truncation=right does what it did)"
+)
 QUESTION = "Tom has 11 apples and buys 7 more. How many apples does Tom have now? "
 ANSWER = "11 + 7 = 18\n#### 18"
 
