@@ -48,6 +48,7 @@ from mfsdp_ckpt.storage.decoded_records import DecodedRecords
 from mfsdp_ckpt.storage.held_collector import collector_held
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory, tensor_memory
 from mfsdp_ckpt.storage.tensorstore_store import location_root
+from mfsdp_ckpt.storage.zip_payload import payload_start
 
 if TYPE_CHECKING:
     import torch
@@ -449,15 +450,15 @@ class CheckpointReader:
 
         Lets export copy such bytes file-to-file (copy_file_range) with no trip through
         user memory. The blob's pickle is read as data (`_tensor_layout`): which storage,
-        offset, shape and strides, never a tensor and never code.
+        offset, shape and strides, never a tensor and never code. A local header that would
+        place the bytes outside the blob is refused, CheckpointFormatError (`payload_start`).
         """
         if chunk.transforms or chunk.file is None or chunk.numel == 0:
             return None
-        import struct
-
+        where = self._where(entry.name, chunk.file)
         blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
         try:
-            stored = self._stored_layout(entry, chunk, blob, self._where(entry.name, chunk.file))
+            stored = self._stored_layout(entry, chunk, blob, where)
             expected = (entry.dtype, chunk.numel, 0, chunk.sizes, contiguous_strides(chunk.sizes))
             if stored is None or stored[0] != expected:
                 return None
@@ -466,17 +467,14 @@ class CheckpointReader:
             orders = [i for i in archive.infolist() if i.filename.endswith("/byteorder")]
             if orders and archive.read(orders[0]) != b"little":
                 return None
-            blob.seek(record.header_offset)
-            local = blob.read(30)
-            if len(local) != 30 or local[:4] != b"PK\x03\x04":
-                return None
-            name_len, extra_len = struct.unpack("<HH", local[26:30])
-            return chunk.file_offset + record.header_offset + 30 + name_len + extra_len
         except CheckpointFileError:
             raise
         except Exception as err:
             reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
             return None  # anything unusual: the caller takes the decoding path, which refuses
+        # the raw reads bypass torch's zip reader: its header must place the bytes in the blob
+        payload = chunk.numel * entry.dtype.itemsize
+        return chunk.file_offset + payload_start(blob, archive, record, payload, where)
 
     def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:
         """A chunk's blob must exist, fit in its file and, uncompressed, hold at least its
