@@ -49,7 +49,7 @@ def script_commands(
         if len(line) > MAX_LINE_CHARS:
             raise VerlSourceError(
                 f"{source}: a line of {len(line)} characters (continuations joined),"
-                f" {cut_to(repr(line), 40)}, more than the {MAX_LINE_CHARS} a launch command needs"
+                f" {cut_to(line, 40)!r}, more than the {MAX_LINE_CHARS} a launch command needs"
             )
         try:
             words = _shell_words(line)

@@ -14,8 +14,8 @@ in an SFT `messages` column was already refused (a string is no list of turns). 
 refused only when it parses as a list of {role, content} dicts: a plain prompt that starts
 with `[` or holds braces reads. Every row is looked at, so what is parsed is bounded before
 it is (the limits below): a text that is no chat, of any size or nesting, reads as a prompt
-at the cost of a scan. Nothing is evaluated: numpy's `array(...)` is read as the list it
-holds, not called.
+at the cost of a scan linear in its length. Nothing is evaluated: numpy's `array(...)` is
+read as the list it holds, not called.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import keyword
 import re
 import tokenize
 from collections.abc import Iterator
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
@@ -61,6 +61,9 @@ _NEXT_ITEM = re.compile(r"\s*(array\b|\S)")
 # unary signs (`[------1]`) or keywords (`[not not ... 1]`): none is parsed. A name that is no
 # keyword (numpy's `array`, `dtype`, `object`) is one token that nests nothing. A chat of more
 # tokens (some thousands of turns) reads as a prompt; a turn's text is one token, however long.
+# The scan itself pays per line as well (4 M line breaks, which make no token counted, took
+# 13 s), so a text of more lines than tokens allowed is not scanned: each line of a chat any
+# of these writers leaves holds a token (a turn's line breaks are written escaped).
 _MAX_TOKENS = 20_000
 _MAX_DEPTH = 100
 _LITERAL_KEYWORDS = frozenset({"True", "False", "None"})
@@ -139,8 +142,7 @@ def _parsed_form(text: str, where: str) -> str | None:
         return f"JSON{where}" if _is_turns(json.loads(text)) else None
     except _NOT_PARSED:
         pass
-    for offset in reversed(commas):
-        text = f"{text[:offset]},{text[offset:]}"
+    text = _with_commas(text, commas)
     try:
         tree = ast.parse(text, mode="eval").body
         numpy = bool(commas) or _has_arrays(tree)
@@ -155,8 +157,10 @@ def _missing_commas(text: str) -> list[int] | None:
     """The offsets in `text` where numpy's `str()` of an array left out the comma between two
     items (only spaces and line breaks between them), or None when `text` is out of bounds:
     its tokens not all ones a literal, JSON or numpy's text is written with, more than
-    _MAX_TOKENS of them, nested over _MAX_DEPTH deep, or a sign after a sign. Read one token
-    at a time, so a text of too many costs no more than that many."""
+    _MAX_TOKENS of them or of its lines, nested over _MAX_DEPTH deep, or a sign after a sign.
+    Read one token at a time, so a text of too many costs no more than that many."""
+    if text.count("\n") >= _MAX_TOKENS:
+        return None
     line_starts = [0, *accumulate(len(line) + 1 for line in text.split("\n"))]
     commas: list[int] = []
     depth, count, previous, end = 0, 0, "", 0
@@ -185,6 +189,14 @@ def _missing_commas(text: str) -> list[int] | None:
     except _UNTOKENIZED:
         return None
     return commas
+
+
+def _with_commas(text: str, offsets: list[int]) -> str:
+    """`text` with a comma put in at each of the ascending `offsets`, in one join of its
+    slices: a comma put in at a time copied the whole text each time (a 6 MB cell with
+    12,000 of numpy's `...` took 52 s), where one join costs the text's length."""
+    bounds = [0, *offsets, len(text)]
+    return ",".join(text[start:stop] for start, stop in pairwise(bounds))
 
 
 def _has_arrays(tree: ast.expr) -> bool:

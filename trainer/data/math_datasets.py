@@ -28,7 +28,7 @@ from trainer.data.files import (
     staged_tables,
 )
 from trainer.data.ground_truths import gsm8k_ground_truth, math_ground_truth
-from trainer.data.problem_dirs import directory_route, problem_files
+from trainer.data.problem_dirs import directory_route, problem_files, refuse_numbered_problems
 from trainer.data.table_kinds import table_kind_hint
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -330,7 +330,8 @@ def split_inputs(
     `train-00001-of-00002.parquet`), read in shard order; and unless `split` names the
     split, every shard must be given: a split converted from some of its shards would
     look whole. With `directories`, an input may be a directory of one-problem files
-    (`problem_files`, walked here to refuse one it cannot read): its name gives its split."""
+    (`problem_files`, walked here to refuse one it cannot read): its name gives its split;
+    a loose one (`<n>.json`) names none (`refuse_numbered_problems`)."""
     check_split_name(split)
     _refuse_repeated_inputs(inputs)
     grouped: dict[str, list[str]] = {}
@@ -340,6 +341,8 @@ def split_inputs(
         else:
             check_data_file(source)
         grouped.setdefault(split or split_named_by(source), []).append(source)
+    if directories and split is None:
+        refuse_numbered_problems(inputs)
     return {
         name: _shards_in_order(name, sources, split, directories)
         for name, sources in grouped.items()

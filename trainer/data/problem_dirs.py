@@ -18,6 +18,7 @@ to give instead.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -29,6 +30,7 @@ MAX_PROBLEM_FILES = 200_000
 # directories nested below the one given: the release nests 1 (train/<subject>/<n>.json)
 MAX_DEPTH = 32
 PROBLEM_SUFFIX = ".json"
+_NUMBERED = re.compile(r"[0-9]+\.json", re.IGNORECASE)  # a problem file's name: its number
 TABLE_SUFFIXES = (".jsonl", ".parquet")
 
 
@@ -147,4 +149,25 @@ def directory_route(paths: list[str], split: str | None) -> str | None:
     return (
         "a directory of one .json file per problem is one split: give the one holding"
         f" them, --input {folder}{named}"
+    )
+
+
+def refuse_numbered_problems(inputs: list[str]) -> None:
+    """Refuse, as DataFileError, `.json` inputs named as the release's problem files are
+    (`<n>.json`, the problem's number) where no --split is given: each file's name made a
+    split of its own, one table per problem (sft/1, sft/2, ..., exit 0). They are pointed
+    to the directory holding them (`directory_route`), as several given with --split are;
+    one alone may take --split."""
+    numbered = [path for path in inputs if _NUMBERED.fullmatch(Path(path).name)]
+    if not numbered:
+        return
+    route = directory_route(numbered, None)
+    if len(numbered) == 1:
+        raise DataFileError(
+            f"--input {numbered[0]}: a file of one problem (named by its number, as MATH's"
+            f" <n>.json) makes no split of its own; {route}, or --split NAME to convert it alone"
+        )
+    raise DataFileError(
+        f"--input {numbered[0]} and --input {numbered[1]}: files of one problem each (named by"
+        f" their numbers, as MATH's <n>.json) make no split of their own; {route}"
     )

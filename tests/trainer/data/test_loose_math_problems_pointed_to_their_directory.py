@@ -2,8 +2,9 @@
 split are pointed to the directory route: the official release is one split per directory
 (MATH/train/<subject>/<n>.json), and `mfsdp data math --input DIR` reads it so. The refusal
 said "convert them one at a time, each with its own --split", which makes every problem a
-table of its own. The line names the --input to give, and that command converts; so do the
-command's --help examples."""
+table of its own; given without --split, each file's name made a split, a table per problem.
+The line names the --input to give, and that command converts; so do the command's --help
+examples."""
 
 from __future__ import annotations
 
@@ -62,6 +63,31 @@ def test_loose_problems_in_the_current_directory_are_asked_into_one(release, mon
     monkeypatch.chdir(release / "train" / "algebra")
     line = _refused_with("--input", "1.json", "--input", "./2.json", "--split", "train")
     assert line.endswith("move them into one and give it, --input DIR --split train"), line
+
+
+def test_loose_problems_without_a_split_are_pointed_to_their_directory(release):
+    """Without --split each file's name (`1.json`) made a split of its own: sft/1.parquet,
+    sft/2.parquet, ..., one table per problem, exit 0."""
+    loose = [release / "train" / subject / f"{n}.json" for n, subject in enumerate(SUBJECTS, 1)]
+    code, _, err = run_cli("data", "math", "--input", loose[0], "--input", loose[1], "--out", "out")
+    assert code == 2 and not Path("out").exists(), err
+    line = one_error(err, f"--input {loose[0]} and --input {loose[1]}: files of one problem")
+    route = "a directory of one .json file per problem is one split: give the one holding them,"
+    assert line.endswith(f"{route} --input {release / 'train'}"), line
+    code, _, err = run_cli("data", "math", *shlex.split(line.rsplit(", ", 1)[1]), "--out", "out")
+    assert code == 0, err
+    assert pq.read_table("out/rl/train.parquet").num_rows == 4  # every train problem
+
+
+def test_one_loose_problem_takes_a_split_to_convert_alone(release):
+    problem = release / "train" / "algebra" / "2.json"
+    code, _, err = run_cli("data", "math", "--input", problem, "--out", "out")
+    assert code == 2, err
+    line = one_error(err, f"--input {problem}: a file of one problem")
+    assert line.endswith(f"--input {problem.parent}, or --split NAME to convert it alone"), line
+    code, _, err = run_cli("data", "math", "--input", problem, "--split", "train", "--out", "out")
+    assert code == 0, err
+    assert pq.read_table("out/rl/train.parquet").num_rows == 1
 
 
 def test_tables_of_one_split_are_still_asked_one_at_a_time(release):
