@@ -69,7 +69,7 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
-from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict, path_values, set_dotted
 from trainer.config_yaml import MAX_CONFIG_BYTES, dump_yaml, parse_yaml
@@ -129,8 +129,28 @@ def keep_changed_config(
     """The note a resume from step `step` says, in one line: the config keys that changed
     since it (`_config_changes`) and the LoRA adapter settings (`_lora_changes`); None when
     neither changed."""
+    return _changes_note(run_dir, step, config, resumed, trains=True)
+
+
+def unused_changes_note(
+    run_dir: Path, step: int, config: Any, resumed: CheckpointPaths | None = None
+) -> str | None:
+    """`keep_changed_config`'s note for a run resumed from step `step` at or past its end,
+    which trains nothing and writes no config: the settings changed since the step, named
+    as unused, nothing kept or moved. A rerun of a finished run with a changed (or mistyped)
+    override was told only "nothing left to train", with no sign the change went unused."""
+    return _changes_note(run_dir, step, config, resumed, trains=False)
+
+
+def _changes_note(
+    run_dir: Path, step: int, config: Any, resumed: CheckpointPaths | None, *, trains: bool
+) -> str | None:
     recorded = resumed.manifest if resumed is not None else _own_manifest(run_dir, step)
-    notes = (_config_changes(run_dir, step, config, resumed), _lora_changes(step, config, recorded))
+    manifest = _manifest(recorded)
+    notes = (
+        _config_changes(run_dir, step, config, resumed, manifest, trains),
+        _lora_changes(step, config, recorded, manifest, trains),
+    )
     return "; ".join(note for note in notes if note) or None
 
 
@@ -138,19 +158,29 @@ def _own_manifest(run_dir: Path, step: int) -> Path:
     return layout.step_dir(run_dir, step) / layout.MANIFEST_FILE
 
 
-def _lora_changes(step: int, config: Any, recorded: Path | None) -> str:
+def _manifest(recorded: Path | None) -> Manifest | None:
+    """The resumed step's manifest; None where it has none or it cannot be read (the load
+    read it, and named what is wrong with it)."""
+    if recorded is None:
+        return None
+    try:
+        return read_manifest(recorded)
+    except (ManifestError, OSError):
+        return None
+
+
+_UNUSED = "nothing is left to train with them"
+
+
+def _lora_changes(
+    step: int, config: Any, recorded: Path | None, manifest: Manifest | None, trains: bool
+) -> str:
     """What of the LoRA settings this run applies differs from those the resumed step's
     manifest `recorded` holds ("" when none, or the step is no LoRA one). A loaded adapter's
     come from its adapter_config.json, read anew at every start, which config.yaml does not
     hold: an edited lora_dropout trained on from the step without a word, and the next
     manifest recorded it for the whole run."""
-    if recorded is None:
-        return ""
-    try:
-        manifest = read_manifest(recorded)
-    except (ManifestError, OSError):  # the load read it (or the step has none): no record
-        return ""
-    if manifest.lora is None:
+    if manifest is None or manifest.lora is None:
         return ""
     # only a LoRA run gets here, which has imported torch and peft already
     from trainer.lora import changed_since_checkpoint
@@ -159,6 +189,8 @@ def _lora_changes(step: int, config: Any, recorded: Path | None) -> str:
     if not changes:
         return ""
     listed = first_of(changes, _SHOWN_CHANGES)
+    if not trains:
+        return f"LoRA settings changed since step {step}: {listed}; {_UNUSED}"
     return (
         f"resumed with LoRA settings changed since step {step}: {listed};"
         f" {recorded} records those step {step} was trained with"
@@ -166,12 +198,20 @@ def _lora_changes(step: int, config: Any, recorded: Path | None) -> str:
 
 
 def _config_changes(
-    run_dir: Path, step: int, config: Any, resumed: CheckpointPaths | None
+    run_dir: Path,
+    step: int,
+    config: Any,
+    resumed: CheckpointPaths | None,
+    manifest: Manifest | None,
+    trains: bool = True,
 ) -> str | None:
     """When the config step `step`'s checkpoint was trained with differs from `config` in a
     key that trains: keep it as `config.until_step_<step>.yaml` in `run_dir` and return the
     note naming the changes (None when it is the same: nothing to keep). When no readable
     record of it is found, the note says the settings were not compared and why.
+    `manifest`: the step's, which tells a LoRA step (`_weights_not_read`). A run that
+    `trains` no step writes no config: nothing is kept or set aside, the changes are named
+    as unused.
 
     `resumed` is the checkpoint loaded; its run dir holds the record (`_trained_with`). None:
     the step is `run_dir`'s own. One of another run dir, resumed into a `run_dir` holding a
@@ -184,7 +224,7 @@ def _config_changes(
     trained_in = run_dir
     replaced = ""
     if resumed is not None:
-        note = own_config_note(run_dir, config, resumed)
+        note = own_config_note(run_dir, config, resumed) if trains else ""
         replaced = f"; {note}" if note else ""
         if resumed.run_dir is None:  # a bare dist_ckpt dir given as checkpoint.resume
             why = f"{resumed.dist_ckpt} is in no run dir, whose config.yaml records them"
@@ -195,18 +235,25 @@ def _config_changes(
     try:
         earlier = _read_config(record, trained_in)
     except ConfigRecordError as err:
-        return _not_compared(step, f"{err}{_set_aside(record, run_dir, kept)}") + replaced
+        aside = _set_aside(record, run_dir, kept) if trains else ""
+        return _not_compared(step, f"{err}{aside}") + replaced
     changes = _changed_settings(earlier, config, trained_in)
     if not changes:
         return replaced.removeprefix("; ") or None
+    source = "" if _same_path(trained_in, run_dir) else f" (trained with {record})"
+    if not trains:
+        listed = first_of(changes, _SHOWN_CHANGES)
+        return (
+            f"settings changed since step {step}{source}: {listed}; {_UNUSED}, and {record}"
+            f" still records those step {step} was trained with"
+        )
     if not _same_path(record, kept):
         # a copy, not a rename: config.yaml stays until the new one replaces it whole, so a
         # full disk meanwhile leaves it (a rename left the run dir without one)
         text = safe_files.read_text(record, MAX_CONFIG_BYTES, trained_in)
         with replacing(kept, f"keep in it the config step {step} was trained with") as out:
             out.write(text.encode())
-    source = "" if _same_path(trained_in, run_dir) else f" (trained with {record})"
-    listed = first_of(_weights_not_read(changes, step), _SHOWN_CHANGES)
+    listed = first_of(_weights_not_read(changes, step, _lora_base(manifest)), _SHOWN_CHANGES)
     return (
         f"resumed with settings changed since step {step}{source}: {listed};"
         f" the config step {step} was trained with is kept as {kept}{replaced}"
@@ -221,20 +268,39 @@ def _config_changes(
 _START_WEIGHTS = frozenset(
     ("model.path", "model.lora_adapter_path", "model.shape", "model.random_init")
 )
+# Those of them that pick a LoRA run's frozen base, which a resume reads from them anew.
+_BASE_WEIGHTS = frozenset(("model.path", "model.shape", "model.random_init"))
 
 
-def _weights_not_read(changes: list[str], step: int) -> list[str]:
+def _lora_base(manifest: Manifest | None) -> bool:
+    """Whether the resumed step is a LoRA step whose manifest records its base: the resume
+    read the base from this run's model keys and checked it equal to that record
+    (`trainer.lora`'s `check_manifest`), so a changed model.path was read, not ignored."""
+    return manifest is not None and manifest.lora is not None and manifest.base_model is not None
+
+
+def _weights_not_read(changes: list[str], step: int, lora_base: bool = False) -> list[str]:
     """`changes` (`changed_keys`'s), those of `_START_WEIGHTS` first, each saying that the
-    run continues from step `step`'s weights and how to start from the new ones instead."""
+    run continues from step `step`'s weights and how to start from the new ones instead;
+    of a LoRA step (`lora_base`), a key that picks the frozen base says that the base is
+    read from the new value, checked equal to the one the step was trained on (the line
+    said the run trained on from the step's weights, "not the new value's")."""
     said, rest = [], []
+    name = layout.step_dir(Path(), step).name
     for change in changes:
-        if change.partition(" ")[0] not in _START_WEIGHTS:
+        key = change.partition(" ")[0]
+        if key not in _START_WEIGHTS:
             rest.append(change)
-            continue
-        said.append(
-            f"{change} (the run trains on from {layout.step_dir(Path(), step).name}'s"
-            " weights, not the new value's; give a new trainer.run_dir to start from those)"
-        )
+        elif lora_base and key in _BASE_WEIGHTS:
+            said.append(
+                f"{change} (the frozen base is read from the new value, checked equal to the"
+                f" base {name} was trained on; the adapter trains on from {name}'s)"
+            )
+        else:
+            said.append(
+                f"{change} (the run trains on from {name}'s weights, not the new value's;"
+                " give a new trainer.run_dir to start from those)"
+            )
     return said + rest
 
 

@@ -27,7 +27,7 @@ from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.closing import close_all
 from trainer.config import ConfigError, end_step, write_resolved_config
-from trainer.config_history import keep_changed_config, own_config_note
+from trainer.config_history import keep_changed_config, own_config_note, unused_changes_note
 from trainer.distributed import DistEnv, distributed_run, resolve_device
 from trainer.lora import lora_enabled
 from trainer.lr_continuity import TrainedLr, schedule_break_warning
@@ -61,6 +61,7 @@ from trainer.resume import (
     nothing_left_line,
     resume_if_any,
     resume_target,
+    trained_over_note,
 )
 from trainer.resume_state import STEP
 from trainer.run_ended import run_ended
@@ -372,6 +373,7 @@ class TrainingRun:
                 lines.append(
                     data_change_warning(kind, expected, restored, where, cfg.data.train_files)
                 )
+                lines.append(trained_over_note(run_dir, resume) if trains else None)
             if trains:  # a run that trains no step leaves the config its steps were trained with
                 if resume is not None:
                     changed = keep_changed_config(run_dir, step, cfg, resume)
@@ -384,6 +386,8 @@ class TrainingRun:
                 else:
                     lines.append(own_config_note(run_dir, cfg, None) or None)
                 write_resolved_config(run_dir, cfg)
+            elif resume is not None:  # config.yaml stays; what changed since it is unused
+                lines.append(unused_changes_note(run_dir, step, cfg, resume))
             for line in lines:
                 if line is not None:
                     print(printable(f"[{name}] {line}"), file=sys.stderr)

@@ -8,6 +8,11 @@ tracker as its writer saves: older verl's async save never updated the tracker (
 writes it once a save is done), and Megatron-LM and Megatron-Bridge write theirs only when
 a save is finalized, so a run stopped between the two (or a tracker set back) leaves one.
 A `release` tracker names Megatron's release/ dir, past which every `iter_N/` is noted.
+
+`checkpoint.resume=auto` on mfsdp's own run dir says the same of the step it trains over
+(`resumed=True`): mfsdp points the tracker at a step once it is in place, so one step dir
+past it is a save stopped before that (or a tracker set back one save), and the run replaced
+it without a line.
 """
 
 from __future__ import annotations
@@ -24,9 +29,17 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.format.run_steps import newest_of, unfinished_save
 
+_OWN_WHY = (
+    "mfsdp points the tracker at a step once it is in place: a run stopped between the two,"
+    " or a tracker set back, leaves a newer step behind"
+)
 
-def _why_past_tracker(name: str, tracker: str) -> str:
-    """Why a complete step dir `name` can lie past the tracker, as its writer saves."""
+
+def _why_past_tracker(name: str, tracker: str, resumed: bool = False) -> str:
+    """Why a complete step dir `name` can lie past the tracker, as its writer saves
+    (`resumed`: mfsdp's own run dir, which a resume reads)."""
+    if resumed:
+        return _OWN_WHY
     if not is_megatron_step_name(name):
         return (
             "older verl's async save never updated the tracker; verl now writes it once a"
@@ -40,10 +53,17 @@ def _why_past_tracker(name: str, tracker: str) -> str:
 
 
 def newer_than_tracked(
-    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
+    run: Path,
+    tracked: str,
+    steps: dict[str, Path],
+    tracker: str = TRACKER_FILE,
+    *,
+    resumed: bool = False,
 ) -> str | None:
     """The note naming the step dirs of `run` (`steps`: name -> dir) past the `tracked`
-    step (a number, or `release`), or None when there are none."""
+    step (a number, or `release`), or None when there are none. `resumed`: said by a run
+    that resumes the tracked step of its own run dir and trains over them, naming the
+    `checkpoint.resume` that resumes the newer one instead."""
     release = tracked == MEGATRON_RELEASE_DIR
     after = -1 if release else int(tracked)
     numbered = {name: parse_step_dir_name(name) or iter_step(name) for name in steps}
@@ -55,8 +75,13 @@ def newer_than_tracked(
     complete = [name for _step, name in newer if unfinished[name] is None]
     named = f"{run / tracker} names " + ("'release'" if release else f"step {after}")
     reading = f"reading {MEGATRON_RELEASE_DIR}/" if release else f"reading step {after}"
-    why = f" ({_why_past_tracker(complete[-1], tracker)})" if complete else ""
-    give = f": give {run / complete[-1]} to read the newer one" if complete else ""
+    given = f"{run / complete[-1]}" if complete else ""
+    if resumed:
+        reading = f"resuming step {after} and training over {'it' if len(newer) == 1 else 'them'}"
+        given = f"checkpoint.resume={given}"
+    why = f" ({_why_past_tracker(complete[-1], tracker, resumed)})" if complete else ""
+    read = "resume" if resumed else "read"
+    give = f": give {given} to {read} the newer one" if complete else ""
     if len(newer) == 1:
         step, name = newer[0]
         if unfinished[name] is not None:
@@ -72,7 +97,7 @@ def newer_than_tracked(
         for step, name in newer
     ]
     if complete:
-        give = f": give {run / complete[-1]} to read the newest complete one"
+        give = f": give {given} to {read} the newest complete one"
     return (
         f"{named}, but {len(newer)} newer step dirs are here: {newest_of(listed)}{why};"
         f" {reading}{give}"

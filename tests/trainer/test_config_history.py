@@ -62,7 +62,8 @@ def test_a_resume_applies_changed_optimizer_settings(tmp_path):
 
 def test_a_resume_that_trains_no_step_leaves_the_config_alone(tmp_path, capsys):
     """A resume with lr 0.5 that had nothing left to train rewrote config.yaml with lr 0.5,
-    while every saved step was trained with 0.003."""
+    while every saved step was trained with 0.003. The change is named as unused, not as a
+    resume's (`test_finished_run_rerun_names_unused_changes`)."""
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     run = tmp_path / "run"
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=2"))
@@ -71,7 +72,8 @@ def test_a_resume_that_trains_no_step_leaves_the_config_alone(tmp_path, capsys):
     for end in ("trainer.total_steps=2", "trainer.total_steps=1"):
         run_sft(tiny_config(data, run, *SETTINGS, end, "optim.lr=0.5"))
         err = capsys.readouterr().err
-        assert "nothing left to train" in err and "settings changed" not in err, err
+        assert "nothing left to train" in err and "resumed with settings" not in err, err
+        assert "optim.lr 0.003 -> 0.5" in err and "; nothing is left to train with them" in err
         assert (run / "config.yaml").read_bytes() == before
         assert not list(run.glob("config.until_step_*.yaml"))
 
