@@ -26,6 +26,7 @@ millions of chunks takes minutes to read (bench/dcp_metadata_read.py).
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from mfsdp_ckpt.format.layout import (
     CheckpointPathError,
     CheckpointPaths,
     ForeignFormatError,
+    IncompleteCheckpointError,
     looks_like_hf_model,
 )
 from mfsdp_ckpt.format.left_step_names import LeftStepError
@@ -159,6 +161,8 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
         checkpoint = resolve_checkpoint(path)
     except VerlNoModelError as err:  # as a checkpoint of no model tensors is, when read
         raise ConfigError(f"model.path: {err}") from None
+    except IncompleteCheckpointError as err:  # a save that did not finish: exit 1 still
+        raise _named(err) from None
     except CheckpointPathError as err:
         if isinstance(err, (LeftStepError, VerlHfModelOnlyError)):  # a step of a run
             raise ConfigError(f"model.path: {err}") from None
@@ -227,6 +231,15 @@ def _chosen_because(given: Path, read: CheckpointPaths) -> str | None:
     if any(is_file(read.run_dir / name) for name in (TRACKER_FILE, BRIDGE_TRACKER_FILE)):
         return "the tracker's step"
     return "the newest complete step" if read.has_manifest else None
+
+
+def _named(err: IncompleteCheckpointError) -> IncompleteCheckpointError:
+    """`err` after `model.path: `, its class (so its exit status, 1) kept, as
+    `checkpoint.resume=PATH` says of the same dir: a step given directly whose save did not
+    finish is a run's damage, not a mistyped key, yet the line named no key."""
+    named = copy.copy(err)
+    named.args = (f"model.path: {err}",)
+    return named
 
 
 def _no_weights_message(given: str, path: Path) -> str:

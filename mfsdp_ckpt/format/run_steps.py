@@ -52,6 +52,15 @@ from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 _STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
 
 
+def holds_complete_step(run: Path, names: list[str]) -> bool:
+    """Whether one of `names` (entries of `run`) is a `global_step_N` holding its manifest,
+    as `list_complete_steps` finds one: `step_states`' `ours`, asked of those names alone."""
+    return any(
+        parse_step_dir_name(name) is not None and _is_file_followed(run / name / MANIFEST_FILE)
+        for name in names
+    )
+
+
 def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
     """Steps whose directory holds a manifest, ascending. Temporary dirs never count."""
     run = Path(run_dir)
@@ -75,7 +84,7 @@ def confining_dir(given: Path, root: Path) -> Path:
     and the step must not lead out of `given` (CheckpointFileError). Any other `root`
     stays in `given`."""
     inside = root != given and root.parent.is_relative_to(given)
-    if not inside or not _step_name(root.name):
+    if not inside or not is_step_name(root.name):
         return given
     if root.parent != given:
         safe_files.resolve_inside(root.parent, given, within=str(given))
@@ -230,7 +239,9 @@ def manifest_damage(step: Path) -> str | None:
     return None if stat.S_ISREG(mode) else f"{safe_files.kind_name(mode)}, not a regular file"
 
 
-def _step_name(name: str) -> bool:
+def is_step_name(name: str) -> bool:
+    """`name` is a step dir's of any layout (`global_step_N`, Megatron's `iter_N` and
+    `release`), told by the name alone: nothing is looked at on disk."""
     return parse_step_dir_name(name) is not None or is_megatron_step_name(name)
 
 
@@ -402,21 +413,22 @@ def complete_step_dirs(run_dir: str | os.PathLike) -> list[Path]:
     return [run / name for name in names if states[name] == COMPLETE]
 
 
-def marked_unfinished(run: Path, names: list[str]) -> list[str]:
+def marked_unfinished(run: Path, names: list[str], ours: bool | None = None) -> list[str]:
     """`names` (step dirs of `run`) with `UNFINISHED_MARK` after each whose save did not
     finish (`unfinished_saves`): a list of step dirs is read as the steps one may give, and
-    an interrupted save given is refused."""
-    unfinished = unfinished_saves(run, names)
+    an interrupted save given is refused. `ours` as `step_states` takes it."""
+    unfinished = unfinished_saves(run, names, ours)
     return [f"{name}{UNFINISHED_MARK}" if name in unfinished else name for name in names]
 
 
 UNFINISHED_MARK = " (a save that did not finish)"
 
 
-def unfinished_saves(run: Path, names: list[str]) -> set[str]:
+def unfinished_saves(run: Path, names: list[str], ours: bool | None = None) -> set[str]:
     """Those of `names` (step dirs of `run`) that `step_states` finds unfinished or empty:
-    neither is a step to give."""
-    return {name for name, state in step_states(run, names).items() if state in (UNFINISHED, EMPTY)}
+    neither is a step to give. `ours` as `step_states` takes it."""
+    states = step_states(run, names, ours)
+    return {name for name, state in states.items() if state in (UNFINISHED, EMPTY)}
 
 
 COMPLETE = "complete"
@@ -425,7 +437,7 @@ EMPTY = "empty"
 NOT_A_STEP = "not a step"
 
 
-def step_states(run: Path, names: list[str]) -> dict[str, str]:
+def step_states(run: Path, names: list[str], ours: bool | None = None) -> dict[str, str]:
     """{name: what it is} for `names` (entries of `run`): the one place that decides which
     step dirs are steps to give, so every line listing them (a refusal to choose, a note,
     `steps_here`) marks the same ones. NOT_A_STEP: no step dir's name, or not a directory.
@@ -433,13 +445,17 @@ def step_states(run: Path, names: list[str]) -> dict[str, str]:
     that did not finish). UNFINISHED: a save begun and not finished (`unfinished_save`),
     and in mfsdp's run (a step of it holds a manifest) any step dir without its manifest,
     which mfsdp writes last. COMPLETE: the rest; a dir that cannot be listed is left for
-    reading it to name."""
-    ours = bool(list_complete_steps(run))
+    reading it to name. `ours` (mfsdp's run) is asked of every step of `run`
+    (`list_complete_steps`) unless given: a caller judging a few names of a run of
+    thousands of steps tells it from those (`holds_complete_step`), so the work does not
+    grow with the run."""
+    if ours is None:
+        ours = bool(list_complete_steps(run))
     return {name: _step_state(run / name, ours) for name in names}
 
 
 def _step_state(step: Path, ours: bool) -> str:
-    if not _step_name(step.name) or not is_dir(step):
+    if not is_step_name(step.name) or not is_dir(step):
         return NOT_A_STEP
     try:
         if not children(step):
@@ -514,11 +530,12 @@ def _is_foreign(holder: Path) -> bool:
     return False
 
 
-def newest_of(names: list[str]) -> str:
+def newest_of(names: list[str], older: int = 0) -> str:
     """The last MAX_RUNS_LISTED of `names` (steps, oldest first), after `(+N older)` when
-    more were left out: `first_of` turned around, since the newest steps are the ones a
-    user resumes or names, and older ones are what keep_last removes first."""
-    older = len(names) - MAX_RUNS_LISTED
+    more were left out (`older` more, never looked at, before `names`): `first_of` turned
+    around, since the newest steps are the ones a user resumes or names, and older ones are
+    what keep_last removes first."""
+    older += max(0, len(names) - MAX_RUNS_LISTED)
     shown = ", ".join(names[-MAX_RUNS_LISTED:])
     return f"(+{older} older) {shown}" if older > 0 else shown
 

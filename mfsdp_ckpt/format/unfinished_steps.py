@@ -13,8 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpError
-from mfsdp_ckpt.format.dir_entries import children
+from mfsdp_ckpt.format.dir_entries import children, is_dir
 from mfsdp_ckpt.format.layout import (
+    DCP_METADATA_FILE,
+    DIST_CKPT_DIR,
+    MAX_RUNS_LISTED,
+    ROLES,
+    VERL_CONTENTS_FILE,
+    VERL_MODEL_DIR,
     CheckpointPathError,
     DamagedRunDirError,
     IncompleteCheckpointError,
@@ -22,16 +28,24 @@ from mfsdp_ckpt.format.layout import (
 from mfsdp_ckpt.format.path_refusals import missing_dcp
 from mfsdp_ckpt.format.run_steps import (
     EMPTY,
-    NOT_A_STEP,
     UNFINISHED,
+    holds_complete_step,
+    is_step_name,
     marked_unfinished,
     natural_order,
     newest_of,
-    step_dirs,
     step_states,
     unfinished_save,
 )
+from mfsdp_ckpt.format.unfinished_torch_dist import LEGACY_COMMON_FILE
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+# What a save of a known layout writes into a step dir (or a role dir of one) before the
+# file it writes last: DCP's shards and `.metadata`, megatron-core's common.pt, verl's
+# `ckpt_contents.json`, `dist_ckpt/` and `model/`
+_SAVE_FILES = frozenset({DCP_METADATA_FILE, VERL_CONTENTS_FILE, LEGACY_COMMON_FILE})
+_SAVE_DIRS = frozenset({DIST_CKPT_DIR, VERL_MODEL_DIR})
+_SHARD_SUFFIX = ".distcp"
 
 
 def step_unfinished_said(step: Path, err: MfsdpError) -> str | None:
@@ -45,7 +59,9 @@ def step_unfinished_said(step: Path, err: MfsdpError) -> str | None:
         return str(err)
     if type(err) is not CheckpointPathError:  # a format or a route of its own
         return None
-    state = step_states(step.parent, [step.name])[step.name]
+    # mfsdp's run or not (`ours`) changes no answer here: a step it marks lacks what
+    # `unfinished_save` says, or nothing; so the run's other steps are not looked at
+    state = step_states(step.parent, [step.name], ours=False)[step.name]
     if state == EMPTY:
         return str(missing_dcp(step))
     lacks = unfinished_save(step) if state == UNFINISHED else None
@@ -54,23 +70,65 @@ def step_unfinished_said(step: Path, err: MfsdpError) -> str | None:
 
 def other_steps_said(run: Path, step: Path) -> str:
     """` (other step dirs here: iter_0000010, iter_0000030 (a save that did not finish))`:
-    the step dirs of `run` beside `step`, newest last, or "" where there are none (or the
-    run dir cannot be listed)."""
+    the newest step dirs of `run` beside `step`, newest last, or "" where there are none (or
+    the run dir cannot be listed). The run is listed once and its step names sorted by
+    number; only the MAX_RUNS_LISTED newest are looked at on disk (a dir, and what
+    `step_states` marks), the older ones counted by their names: verl keeps every step,
+    and judging each of 20,000 steps to show 8 took minutes."""
     try:
-        steps = step_dirs(run, children(run))
+        names = children(run)
     except (CheckpointPathError, CheckpointFileError):
         return ""
-    others = sorted((name for name, path in steps.items() if path != step), key=natural_order)
-    return f" (other step dirs here: {newest_of(marked_unfinished(run, others))})" if others else ""
+    named = sorted((n for n in names if is_step_name(n) and n != step.name), key=natural_order)
+    shown: list[str] = []
+    older = len(named)
+    while older and len(shown) < MAX_RUNS_LISTED:
+        older -= 1
+        if is_dir(run / named[older]):
+            shown.insert(0, named[older])
+    if not shown:
+        return ""
+    marked = marked_unfinished(run, shown, ours=holds_complete_step(run, shown))
+    return f" (other step dirs here: {newest_of(marked, older)})"
+
+
+def _holds_save_pieces(step: Path) -> bool:
+    """Whether the step dir `step` is empty or holds what a save of a known layout writes
+    before its last file (`_SAVE_FILES`, `_SAVE_DIRS`, a `.distcp` shard, a role dir that
+    is empty or holds them): a save that did not finish. A dir named like a step holding a
+    Hugging Face model, a PEFT adapter, a config.json alone or unrelated files is no save
+    at all, and keeps the line its own route gives it (exit 2): called "a save that did
+    not finish", the user was sent to look for a save never made."""
+    try:
+        names = children(step)
+        return not names or any(_is_save_piece(step / name, roles=True) for name in names)
+    except (CheckpointPathError, CheckpointFileError):  # reading it names it
+        return False
+
+
+def _is_save_piece(path: Path, roles: bool) -> bool:
+    name = path.name
+    if name in _SAVE_FILES or name.endswith(_SHARD_SUFFIX):
+        return True
+    if not is_dir(path):
+        return False
+    if name in _SAVE_DIRS:
+        return True
+    if not (roles and name in ROLES):
+        return False
+    inside = children(path)
+    return not inside or any(_is_save_piece(path / entry, roles=False) for entry in inside)
 
 
 def refuse_unfinished_step(given: Path, err: MfsdpError) -> None:
     """IncompleteCheckpointError (exit 1) where `given`, a step dir given directly, is a
     save that did not finish and reading it failed with `err`: what it lacks and the step
-    dirs beside it, as a tracker naming it is told. Returns for any other path or error."""
-    if isinstance(err, DamagedRunDirError):  # a tracker's own line
+    dirs beside it, as a tracker naming it is told. Returns for any other path or error: a
+    dir not named as a step (its run is not listed) and a step-named dir holding no save
+    (`_holds_save_pieces`), whose own line stands."""
+    if isinstance(err, DamagedRunDirError) or not is_step_name(given.name):
         return
-    if step_states(given.parent, [given.name])[given.name] == NOT_A_STEP:
+    if not isinstance(err, IncompleteCheckpointError) and not _holds_save_pieces(given):
         return
     said = step_unfinished_said(given, err)
     if said is not None:

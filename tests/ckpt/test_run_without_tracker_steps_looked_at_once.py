@@ -33,9 +33,9 @@ def test_each_step_dir_is_judged_once_per_refusal(tmp_path, monkeypatch):
     looked_at: list[str] = []
     judged = run_steps.step_states
 
-    def counted(run_dir: Path, names: list[str]) -> dict[str, str]:
+    def counted(run_dir: Path, names: list[str], ours: bool | None = None) -> dict[str, str]:
         looked_at.extend(names)
-        return judged(run_dir, names)
+        return judged(run_dir, names, ours)
 
     monkeypatch.setattr(run_steps, "step_states", counted)
     code, _out, err = run_cli("ckpt", "validate", str(run))
