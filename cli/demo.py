@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
+DEFAULT_NPROC, DEFAULT_STEPS = 2, 80  # --nproc, --steps: what a start-over command leaves out
 
 
 @click.command(cls=OnceCommand, short_help="Tiny end-to-end run on CPU: train, check, export.")
@@ -57,12 +58,16 @@ EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cp
 @click.option(
     "--nproc",
     type=click.IntRange(1, 8),
-    default=2,
+    default=DEFAULT_NPROC,
     show_default=True,
     help="Training processes (under torchrun, with gloo on CPU).",
 )
 @click.option(
-    "--steps", type=click.IntRange(1), default=80, show_default=True, help="SFT optimizer steps."
+    "--steps",
+    type=click.IntRange(1),
+    default=DEFAULT_STEPS,
+    show_default=True,
+    help="SFT optimizer steps.",
 )
 def demo(out_dir: str, nproc: int, steps: int) -> None:
     """Train a tiny Qwen2-shaped model on synthetic GSM8K-style data on CPU, checkpoint it,
@@ -76,7 +81,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     _check_out(out)
     with out_lock(out, "--out"):  # a second demo into `out` meanwhile would delete this one's
         kept = _claim(out)
-        phase = _Phase(out, steps)
+        phase = _Phase(out, steps, nproc)
         on_interrupt(phase.interrupted)
         try:
             with _stopped_by_closed_stdout(out, phase, kept):
@@ -119,13 +124,14 @@ def _check_out(out: Path) -> None:
 
 
 class _Phase:
-    """Which phase of the demo in `out` (training `steps` steps) runs, for the line a Ctrl-C
-    ends it with: what is kept and how to go on (the run's newest checkpoint resumes with
-    `mfsdp train sft`; once training finished, the command that does the phase stopped and
-    those after it; a rerun of the demo starts over)."""
+    """Which phase of the demo in `out` (training `steps` steps on `nproc` processes) runs,
+    for the line a Ctrl-C ends it with: what is kept and how to go on (the run's newest
+    checkpoint resumes with `mfsdp train sft`; once training finished, the command that
+    does the phase stopped and those after it; a rerun of the demo, as it was given,
+    starts over)."""
 
-    def __init__(self, out: Path, steps: int):
-        self.out, self.steps, self.now = out, steps, "data"
+    def __init__(self, out: Path, steps: int, nproc: int):
+        self.out, self.steps, self.nproc, self.now = out, steps, nproc, "data"
 
     def interrupted(self) -> str:
         if self.now == "data":
@@ -180,7 +186,18 @@ class _Phase:
         return f"{mfsdp_command('ckpt validate --deep', run_dir)} validates it, {export} exports it"
 
     def again(self) -> str:
-        return f"{mfsdp_command('demo --out', self.out)} again starts over"
+        """The demo's command that starts over, with the --steps and --nproc this one was
+        given (where not the defaults): without them, a user who chose 2 steps on 1 process
+        to keep it short was told a command training 80 steps on 2."""
+        given = [
+            f"--{name} {value}"
+            for name, value, default in (
+                ("steps", self.steps, DEFAULT_STEPS),
+                ("nproc", self.nproc, DEFAULT_NPROC),
+            )
+            if value != default
+        ]
+        return f"{mfsdp_command('demo --out', self.out, *given)} again starts over"
 
 
 # The demo's phases after training, as its Ctrl-C line names them
@@ -396,7 +413,7 @@ def _what_to_expect(answer: str, steps: int) -> str:
         )
     return (
         f"(after {steps} step(s) the tiny model has not learnt the answer's format yet:"
-        " the default --steps 80 learns it)"
+        f" the default --steps {DEFAULT_STEPS} learns it)"
     )
 
 

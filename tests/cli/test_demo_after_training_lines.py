@@ -29,14 +29,15 @@ from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
 
 
-def _left(out: Path, dev: str = "") -> str:
-    """What a demo in `out`, started through the `./dev` script `dev` (or as `mfsdp`), names
-    once training finished: `./dev demo`, as the user typed it, and `./dev mfsdp ...`."""
+def _left(out: Path, options: str, dev: str = "") -> str:
+    """What a demo in `out` given `options` (--steps, --nproc), started through the `./dev`
+    script `dev` (or as `mfsdp`), names once training finished: `./dev demo`, as the user
+    typed it, and `./dev mfsdp ...`."""
     run, hf = out / "sft", out / "hf"
     mfsdp, demo = (f"{dev} mfsdp", f"{dev} demo") if dev else ("mfsdp", "mfsdp demo")
     return (
         f"`{mfsdp} ckpt validate --deep {run}` validates it, `{mfsdp} ckpt export-hf {run} --out"
-        f" {hf} --dtype fp32 --verify` exports it; `{demo} --out {out}` again starts over"
+        f" {hf} --dtype fp32 --verify` exports it; `{demo} --out {out} {options}` again starts over"
     )
 
 
@@ -64,7 +65,7 @@ def test_a_closed_stdout_after_training_says_the_run_is_kept_and_its_export_star
     # met by the rank's result line, once training finished
     assert err.splitlines()[-1] == (
         "error: stdout closed after training finished (step 2 of 2); its final checkpoint is"
-        f" {out / 'sft' / 'global_step_2'}; {_left(out, './dev')}"
+        f" {out / 'sft' / 'global_step_2'}; {_left(out, '--steps 2 --nproc 1', './dev')}"
     )
     # the export it names, then the start over it names: the export is the demo's own
     export = ["ckpt", "export-hf", str(out / "sft"), "--out", str(out / "hf")]
@@ -76,18 +77,20 @@ def test_a_closed_stdout_after_training_says_the_run_is_kept_and_its_export_star
 
 def test_the_commands_are_named_as_the_demo_was_started(tmp_path, monkeypatch):
     out = tmp_path / "d"
-    phase = _Phase(out, 8)
+    phase = _Phase(out, 8, 1)
     phase.now = VALIDATING
     monkeypatch.delenv(DEV_SCRIPT, raising=False)
     run = out / "sft"
     said = phase.interrupted()
     assert said == (
         f"interrupted while validating the checkpoint; training had finished, its run is kept"
-        f" in {run}: {_left(out)}"
+        f" in {run}: {_left(out, '--steps 8 --nproc 1')}"
     )
     assert phase.stopped("stdout closed") == said.replace("interrupted", "stdout closed", 1)
     monkeypatch.setenv(DEV_SCRIPT, "../my clone/dev")
-    assert phase.again() == f"`'../my clone/dev' demo --out {out}` again starts over"
+    assert phase.again() == (
+        f"`'../my clone/dev' demo --out {out} --steps 8 --nproc 1` again starts over"
+    )
 
 
 def _demo_stopped_after_training(out: Path) -> None:

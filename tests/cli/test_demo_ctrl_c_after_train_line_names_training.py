@@ -30,7 +30,7 @@ _SCRIPT = textwrap.dedent(
     from cli.demo import _Phase, _run
 
     out = Path(sys.argv[1])
-    phase = _Phase(out, 2)
+    phase = _Phase(out, 2, 1)
     try:
         _run(out, 1, 2, phase)
     except KeyboardInterrupt:

@@ -147,7 +147,7 @@ def test_an_out_inside_a_checkpoint_is_refused_before_anything_is_written(previo
 
 
 def test_ctrl_c_names_the_checkpoint_kept_and_how_to_resume_it(previous):
-    phase = _Phase(previous, 80)
+    phase = _Phase(previous, 80, 2)
     phase.now = "train"
     run = previous / "sft"
     assert phase.interrupted() == (

@@ -55,10 +55,10 @@ def test_the_demo_interrupted_after_training_names_the_commands_left(tmp_path):
     out = tmp_path / "dc"
     run, hf = out / "sft", out / "hf"
     _saved(run, 8)
-    phase = _Phase(out, 8)
+    phase = _Phase(out, 8, 2)
     validate = f"`mfsdp ckpt validate --deep {run}` validates it"
     export = f"`mfsdp ckpt export-hf {run} --out {hf} --dtype fp32 --verify`"
-    again = f"`mfsdp demo --out {out}` again starts over"
+    again = f"`mfsdp demo --out {out} --steps 8` again starts over"
     phase.now = "train"  # the ranks had saved the last step and were shutting down
     assert phase.interrupted() == (
         f"interrupted after training finished (step 8 of 8); its final checkpoint is"
