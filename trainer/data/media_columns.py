@@ -10,12 +10,13 @@ features that would be dropped are refused.
 
 A column that holds nothing (null cells, empty lists, '': `holds_nothing`) is no media
 column, in JSON as in parquet. `refuse_media_columns` looks cheaply (`mfsdp config check`
-runs it): a JSON table's first row, a parquet file's footer, else its column's shape (null
-counts, list lengths) read from its smallest leaf, never a media byte where either tells
-(decoding a row group of geo3k's images to find its first row holding one took several
-times the file's size in memory, and a video longer than a row was refused as a broken row,
-not as media); it is followed in the loaders by `read_rows_refusing_media`, which looks at
-every row as it is read: a text table with geo3k's rows appended trained them as text.
+runs it): a JSON table's first row, a parquet file's footer (null counts, a column chunk's
+size), else its column's cells read from its smallest leaf a few at a time up to the first
+holding a value (decoding a row group of geo3k's images to find its first row holding one
+took several times the file's size in memory, and a video longer than a row was refused as
+a broken row, not as media); it is followed in the loaders by `read_rows_refusing_media`,
+which looks at every row as it is read: a text table with geo3k's rows appended trained
+them as text.
 """
 
 from __future__ import annotations
@@ -49,34 +50,36 @@ def refuse_media_columns(path: str | os.PathLike) -> None:
         raise DataFileError(_refusal(str(path), held[0]))
 
 
-# rows of a parquet media column read at a time where its footer cannot tell: its cells'
-# shape (nulls, list lengths) from its smallest leaf, or short text
+# rows of a parquet media column read at a time at most where its footer cannot tell, and
+# the bytes of its leaf read at a time (fewer rows where its cells are larger: an image
+# column is read a few images at a time and stops at the first value)
 _BATCH_ROWS = 4096
+_BATCH_BYTES = 256 << 10
 
 
 def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
-    """Whether a cell of `column` of the parquet file at `path` holds a value, row group by
-    row group, no media byte decoded where the footer or the cells' shape tells. Of the null
-    type: no. A row group whose footer statistics count a leaf value of a list or struct
-    column holds one (a list's item, a struct's field) and nothing is read; else (no
-    statistics: a file written without them; leaves all null; text or numbers) the column
-    is read from its smallest leaf, `_BATCH_ROWS` rows at a time, and its cells looked at
-    (`_cells_hold_a_value`): a file with or without statistics gets one answer. A file that
-    cannot be read so holds one."""
+    """Whether a cell of `column` of the parquet file at `path` holds a value, no media byte
+    read where the footer tells. Of the null type: no. Each row group's footer statistics
+    tell first (`_footer_tells`); the row groups they leave open are read from the column's
+    smallest leaf (`_read_holds_a_value`), a few cells at a time until one holds a value: a
+    file with or without statistics gets one answer. A file that cannot be read so holds
+    one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         with os.fdopen(safe_files.open_regular(path), "rb") as handle:
-            table = pq.ParquetFile(handle)
+            # a buffered stream: a column chunk is read page by page, not whole
+            table = pq.ParquetFile(handle, buffer_size=_BATCH_BYTES, pre_buffer=False)
             kind = table.schema_arrow.field(column).type
             if pa.types.is_null(kind):
                 return False
             leaves = _leaves(table.metadata, table.schema_arrow, column)
-            return any(
-                _row_group_holds_a_value(table, group, leaves, kind)
-                for group in range(table.metadata.num_row_groups)
-            )
+            groups = range(table.metadata.num_row_groups)
+            told = [_footer_tells(table.metadata.row_group(at), leaves, kind) for at in groups]
+            if True in told:
+                return True
+            return any(_read_holds_a_value(table, at, leaves) for at in groups if told[at] is None)
     except Exception as err:  # pyarrow raises several types for a broken file
         reraise_if_out_of_memory(err)
         return True
@@ -93,15 +96,81 @@ def _leaves(metadata: Any, schema: Any, column: str) -> range:
     return range(sum(counts[:at]), sum(counts[: at + 1]))
 
 
-def _row_group_holds_a_value(table: Any, group: int, leaves: range, kind: Any) -> bool:
-    """Whether a cell of row group `group` of the parquet file `table`, of the column of
-    arrow type `kind` stored as `leaves`, holds a value: a leaf value of a list or struct
-    counted by the footer, else its cells read from its smallest leaf."""
-    chunks = [table.metadata.row_group(group).column(leaf) for leaf in leaves]
-    if _is_nested(kind) and any(_counts_a_value(chunk) for chunk in chunks):
+def _footer_tells(group: Any, leaves: range, kind: Any) -> bool | None:
+    """Whether the row group whose footer metadata is `group`, of the column of arrow type
+    `kind` stored as `leaves`, holds a value as its footer tells, or None where it does not.
+    A list or struct holds one where a leaf value is counted by statistics or proved by its
+    size (`_size_proves`: all leaves null leaves `[None]` or `[]` open); a flat column holds
+    none where every cell is null, and one where a cell is not and every such cell is a
+    value (bytes, numbers but floats: text may be '' and a float NaN) or where its size
+    proves a value."""
+    import pyarrow as pa
+
+    chunks = [group.column(leaf) for leaf in leaves]
+    if _is_nested(kind):
+        proved = any(_counts_a_value(chunk) or _size_proves(chunk, 0) for chunk in chunks)
+        return True if proved else None
+    (chunk,) = chunks
+    stats = chunk.statistics
+    every = _every_cell_not_null_holds_a_value(kind)
+    if stats is not None and stats.has_null_count:
+        if stats.null_count == chunk.num_values:
+            return False
+        if every:
+            return True
+    if every and _size_proves(chunk, 0):
         return True
-    smallest = min(chunks, key=lambda chunk: chunk.total_uncompressed_size).path_in_schema
-    batches = table.iter_batches(_BATCH_ROWS, row_groups=[group], columns=[smallest])
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    return True if text and _size_proves(chunk, JSON_TEXT_MAX) else None
+
+
+# the most bytes a leaf column chunk's pages take per value besides the values' own where
+# no value is set (page headers, definition and repetition levels)
+_LEVEL_BYTES = 1 << 10
+
+
+def _size_proves(chunk: Any, longer_than: int) -> bool:
+    """Whether the size of the leaf column chunk `chunk` (uncompressed, in the footer)
+    proves a value of it set and longer than `longer_than` bytes: more than its levels and
+    page headers could take with every value null, and (`longer_than`) values no longer
+    than that, each also written twice in a page header (a page's least and greatest),
+    could. Text over JSON_TEXT_MAX is a value: base64 images averaging over three times
+    that a row are told by the footer, not read."""
+    per_value = _LEVEL_BYTES + 3 * longer_than
+    return chunk.total_uncompressed_size > per_value * (chunk.num_values + 1)
+
+
+def _every_cell_not_null_holds_a_value(kind: Any) -> bool:
+    """Whether each cell of a flat arrow type `kind` holds a value unless null, as
+    `_cells_hold_a_value` reads it: bytes (even empty), integers, booleans, times, decimals."""
+    import pyarrow as pa
+
+    return any(
+        test(kind)
+        for test in (
+            pa.types.is_binary,
+            pa.types.is_large_binary,
+            pa.types.is_binary_view,
+            pa.types.is_fixed_size_binary,
+            pa.types.is_integer,
+            pa.types.is_boolean,
+            pa.types.is_temporal,
+            pa.types.is_decimal,
+        )
+    )
+
+
+def _read_holds_a_value(table: Any, group: int, leaves: range) -> bool:
+    """Whether a cell of row group `group` of the parquet file `table`, of the column stored
+    as `leaves`, holds a value, its cells read from its smallest leaf (a list's lengths read
+    from its bytes' leaf where that is the only one) about `_BATCH_BYTES` at a time, up to
+    the first batch holding a value."""
+    metadata = table.metadata.row_group(group)
+    chunks = [metadata.column(leaf) for leaf in leaves]
+    smallest = min(chunks, key=lambda chunk: chunk.total_uncompressed_size)
+    row_bytes = smallest.total_uncompressed_size // max(metadata.num_rows, 1)
+    rows = max(1, min(_BATCH_ROWS, _BATCH_BYTES // max(row_bytes, 1)))
+    batches = table.iter_batches(rows, row_groups=[group], columns=[smallest.path_in_schema])
     return any(_cells_hold_a_value(batch.column(0)) for batch in batches)
 
 
