@@ -219,7 +219,9 @@ def adopt_tree(
         ) from None
     for key, value in adopted:
         set_dotted(native, key, value)
-    if command_of(cls) == "sft":  # a file that sets verl's pad_mode: sft_trainer's
+    # a file that sets verl's pad_mode (sft_trainer's), unless the command line sets the
+    # truncation: that value wins over the file's and any written here, so a note was untrue
+    if command_of(cls) == "sft" and "data.truncation" not in keys_given(later or []):
         for note in verl_truncation.no_padding_truncation(native, given, None):
             log.warning("note: %s", note)
     return native, [*own, *foreign]

@@ -696,14 +696,23 @@ def refuse_unrendered_turns(
     *,
     add_generation_prompt: bool = False,
 ) -> None:
-    """ChatFormatError naming the first turn whose content `text` (the turns as `chat_ids`
-    rendered them) lacks, where the turns rendered without it are the same text: the
-    template skips its role (Qwen2.5's renders no `function`, `developer`, `ipython` or
-    `observation` turn), and the row trained without it, a tool's result left out, the model
-    taught to make it up. verl drops such a turn too. A row whose turns all show in the text
-    costs no render; one whose content a template reshapes (trims, splits at `</think>`)
-    costs one, the turns rendered without those it lacks; a template that fails without
-    them renders them."""
+    """ChatFormatError naming the first turn the template leaves out of `text` (the turns as
+    `chat_ids` rendered them), the row trained without it, a tool's result left out and the
+    model taught to make it up; verl drops such a turn too. A turn of a role other than user
+    and assistant is refused where the template renders no turn of that role
+    (`role_renders`: Qwen2.5's renders no `function`, `developer`, `ipython` or
+    `observation` turn), whatever the rest of the row: a reply the template reshapes
+    (Qwen3's `<think>` split out) or the turn's content quoted in another turn hid it from a
+    comparison of texts. A turn of a role the template renders elsewhere yet leaves out here
+    is refused where the text lacks its content and the turns rendered without every such
+    turn are the same text (one render, only for a row with such a turn); a template that
+    fails without them renders them."""
+    for turn in turns:
+        if (
+            turn["role"] not in ("user", "assistant")
+            and role_renders(tokenizer, turn["role"], limit) is False
+        ):
+            _refuse_left_out(turns, turn, limit)
     lacked = [
         turn
         for turn in turns
@@ -717,14 +726,47 @@ def refuse_unrendered_turns(
     except ChatFormatError:
         return
     if rendered["text"] == text:
-        turn = lacked[0]
-        number = next(index for index, other in enumerate(turns, 1) if other is turn)
-        raise ChatFormatError(
-            f"turn {number}, role {turn['role']!r}: {limit.template} does not render it, so"
-            " its content would be left out of the training text; write it under a role the"
-            " template renders (a tool's result as 'tool'), or drop the turn, found"
-            f" {cut_to(repr(turn), 200)}"
-        )
+        _refuse_left_out(turns, lacked[0], limit)
+
+
+def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
+    """The ChatFormatError of `refuse_unrendered_turns` for `turn`, naming its number."""
+    number = next(index for index, other in enumerate(turns, 1) if other is turn)
+    raise ChatFormatError(
+        f"turn {number}, role {turn['role']!r}: {limit.template} does not render it, so"
+        " its content would be left out of the training text; write it under a role the"
+        " template renders (a tool's result as 'tool'), or drop the turn, found"
+        f" {cut_to(repr(turn), 200)}"
+    )
+
+
+# A probe turn's content: text no template writes of its own, kept whole by tojson and trim
+_PROBE_MARKER = "mfsdp_role_probe_7f3a9c"
+
+# Each tokenizer's `role_renders` answers, by (chat template, role): a few renders a run
+_RENDERED_ROLES: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], bool | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def role_renders(tokenizer: Any, role: str, limit: RowLimit) -> bool | None:
+    """Whether `tokenizer`'s chat template renders a turn of `role`: a tiny chat holding the
+    turn (after a user turn, then first, for a system-like role a template takes only there),
+    its content a marker, rendered. True where the marker shows in either, False where one
+    renders without it, None where the template raises on both (the row's own check of texts
+    decides then). Asked once per template and role, so a file costs a few renders more,
+    not one per row; rendered unbounded (`truncated`), as the probe is no row."""
+    answers = _RENDERED_ROLES.setdefault(tokenizer, {})
+    key = (str(getattr(tokenizer, "chat_template", "")), role)
+    if key not in answers:
+        probe = {"role": role, "name": "probe", "content": _PROBE_MARKER}
+        user, reply = {"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}
+        texts = []
+        for chat in ([user, probe, reply], [probe, user, reply]):
+            with contextlib.suppress(ChatFormatError):
+                texts.append(chat_ids(tokenizer, chat, replace(limit, truncated=True))["text"])
+        answers[key] = any(_PROBE_MARKER in text for text in texts) if texts else None
+    return answers[key]
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
