@@ -224,6 +224,10 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "the two leaves one) is a note, not a warning: the tracker's step is the one read and"
         " the one",
         "`checkpoint.resume=auto`, verl and Megatron-LM resume from, and `--strict` passes.",
+        "Resuming, auto trains over one such step and names it as trained over; it refuses"
+        " two or more",
+        "(a tracker set back past them: exit 2, naming the step that continues them;",
+        "`tests/trainer/test_resume_auto_over_a_tracker_set_back.py`).",
         "",
         "A kill while `checkpoint.keep_last` removes an old step"
         " (`MFSDP_CKPT_KILL_AT=mid_prune@N`: after",
@@ -260,12 +264,13 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "Each command runs next to a copy of the same run; "
         "its step-2 checkpoint must stay byte-identical.",
         "",
-        "A run that the disk ends (a failed save, `metrics.jsonl` not written) says"
-        " after what failed which",
+        "A run that the disk ends (a failed save, `metrics.jsonl` or TensorBoard's event file"
+        " not written) says after what failed which",
         "checkpoint the next run resumes from, and how (`the newest checkpoint is"
         " RUN/global_step_N: run the",
         "same command again to resume from it`;"
-        " `tests/trainer/test_run_ended_by_a_full_disk_names_the_checkpoint.py`).",
+        " `tests/trainer/test_run_ended_by_a_full_disk_names_the_checkpoint.py`,",
+        "`tests/trainer/test_tensorboard_write_failure_names_the_checkpoint.py`).",
         "",
         "| Case | Input | Expected | Observed | Result |",
         "|---|---|---|---|---|",

@@ -47,8 +47,9 @@ class MetricsLogger:
     ):
         """`merge_step`: a step whose record an earlier run may have logged and this run logs
         again first (a resume's validation at the step it resumes, GRPO's
-        `val_before_train`): its record is merged into that one (`_merged`), and TensorBoard
-        purges from that step, so the step shows once, where it showed twice."""
+        `val_before_train`): its records are merged into one (`_step_values`), which
+        replaces them (`_replace_step`), and TensorBoard purges from that step, so the step
+        shows once, where it showed twice."""
         self.enabled = enabled
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / METRICS_FILE
@@ -80,13 +81,17 @@ class MetricsLogger:
         (they plot them, as verl's do: a loss that diverged was missing from the curves)."""
         if not self.enabled:
             return
+        earlier = None
         if step == self._merge_step:
             self._merge_step = None
-            metrics = self._merged(step, metrics)
+            earlier = _step_values(self.run_dir, step)
+        metrics = metrics if earlier is None else {**earlier, **metrics}
         record = {"step": step, "time": round(time.time(), 3), **metrics}
-        append_whole(
-            self.path, (json.dumps(strict_record(record), allow_nan=False) + "\n").encode()
-        )
+        line = (json.dumps(strict_record(record), allow_nan=False) + "\n").encode()
+        if earlier is None:
+            append_whole(self.path, line)
+        else:
+            _replace_step(self.run_dir, step, line)
         scalars = {
             key: value
             for key, value in metrics.items()
@@ -102,21 +107,6 @@ class MetricsLogger:
             self._tensorboard_call(add_scalars)
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
-
-    def _merged(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
-        """`metrics` merged into the record an earlier run logged of `step` (its values, then
-        these), which leaves metrics.jsonl (`drop_steps_after`; it holds no later step, as
-        the run that resumes `step` removed them): the step keeps one record, with its
-        training values and this run's validation."""
-        earlier = None
-        for record in logged_records(self.run_dir):
-            if record.get("step") == step:
-                earlier = record
-        if earlier is None:
-            return metrics
-        drop_steps_after(self.run_dir, step - 1)
-        kept = {key: value for key, value in earlier.items() if key not in ("step", "time")}
-        return {**kept, **metrics}
 
     def close(self) -> None:
         """Close every tracker, each even when one before it failed; the first failure is
@@ -172,6 +162,32 @@ def append_whole(path: Path, line: bytes) -> None:
             raise naming_file(err, path) from None
     finally:
         os.close(fd)
+
+
+def _step_values(run_dir: Path, step: int) -> dict[str, Any] | None:
+    """The values every record an earlier run logged of `step` holds, merged in order (a
+    later record's key wins), None where it logged none. An older mfsdp logged a resume's
+    validation as a second record of its step: the merge kept the last record alone, the
+    validation's, and the step's training values were lost."""
+    merged: dict[str, Any] | None = None
+    for record in logged_records(run_dir):
+        if _record_step(record) == step:
+            merged = {**(merged or {}), **record}
+    if merged is None:
+        return None
+    return {key: value for key, value in merged.items() if key not in ("step", "time")}
+
+
+def _replace_step(run_dir: Path, step: int, line: bytes) -> None:
+    """Replace metrics.jsonl's records of `step` (the run resumes it: it holds none later)
+    with `line`, the step's merged record, in one replace (`run_files.replacing`): the old
+    file or the new one, never neither. Was: the file rewritten without the step, then the
+    record appended; a failed append (a full disk) or a kill between lost the step's record."""
+    path = Path(run_dir) / METRICS_FILE
+    refuse_foreign(path, directory=False)
+    steps, torn = _steps_in(path)
+    what = f"merge its records of step {step} into one"
+    _rewrite(path, step - 1, len(steps) - 1 if torn else -1, what, line)
 
 
 class TrackerStartError(MfsdpFailedError):
@@ -305,16 +321,24 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
     dropped = [n for n in steps if n is not None and n > step]
     if not dropped and not torn:
         return None
+    what = (
+        f"remove the records of steps after {step} from it"
+        if dropped
+        else "remove its torn last line"
+    )
+    _rewrite(path, step, len(steps) - 1 if torn else -1, what)
+    return f"{path}: removed {_removed(dropped, torn, step)}"
+
+
+def _rewrite(path: Path, step: int, torn_index: int, what: str, tail: bytes = b"") -> None:
+    """Replace metrics.jsonl at `path` (`run_files.replacing`; `what` says in its error what
+    could not be done) with its lines of steps up to `step` and those that are no record,
+    each ended by a newline, less the torn last line at `torn_index` (-1: none), then
+    `tail`."""
     with (
         os.fdopen(safe_files.open_regular(path), "rb") as source,
-        replacing(
-            path,
-            f"remove the records of steps after {step} from it"
-            if dropped
-            else "remove its torn last line",
-        ) as out,
+        replacing(path, what) as out,
     ):
-        torn_index = len(steps) - 1 if torn else -1
         for index, (found, pieces) in enumerate(_lines(source, _step_of)):
             if found <= step if found is not None else index != torn_index:
                 last = b""
@@ -322,7 +346,7 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
                     out.write(last)
                 if not last.endswith(b"\n"):
                     out.write(b"\n")
-    return f"{path}: removed {_removed(dropped, torn, step)}"
+        out.write(tail)
 
 
 def _removed(dropped: list[int], torn: bool, step: int) -> str:
@@ -383,7 +407,12 @@ def _rest_of_line(handle: BinaryIO, head: bytes) -> Iterator[bytes]:
 def _step_of(line: bytes) -> int | None:
     """The step a metrics.jsonl line records, None for a line that is no such record."""
     record = _record_of(line)
-    step = record.get("step") if record is not None else None
+    return _record_step(record) if record is not None else None
+
+
+def _record_step(record: dict[str, Any]) -> int | None:
+    """The step `record` records: an int (`true` or `3.0` is none), else None."""
+    step = record.get("step")
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 

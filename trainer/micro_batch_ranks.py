@@ -5,10 +5,10 @@ its micro-batches from its own rows, so which rows share a micro-batch follows t
 ranks. Under `loss_normalization: micro_batch` (SFT's `data.`, GRPO's `actor.`, verl's
 legacy trainers) each micro-batch is its own token mean, so that grouping sets how much each
 token weighs: the same step trains another loss on another world size (`global` trains the
-same on any). The rows per step stay the same; the run's config does not record the rank
-count, each step's manifest does (`world_size`). GRPO samples otherwise on any
-normalization: each rank's sampling seed follows its rank and the prompts fall to other
-ranks, so the resumed steps draw other rollouts (docs/grpo.md).
+same on any, and so do micro-batches of one row each). The rows per step stay the same; the
+run's config does not record the rank count, each step's manifest does (`world_size`). GRPO
+samples otherwise on any normalization: each rank's sampling seed follows its rank and the
+prompts fall to other ranks, so the resumed steps draw other rollouts (docs/grpo.md).
 """
 
 from __future__ import annotations
@@ -31,13 +31,29 @@ def _normalization(cfg: Any) -> tuple[str, str] | None:
     return None
 
 
+def _one_row_each(cfg: Any, key: str) -> bool:
+    """Whether each micro-batch holds one row on any number of ranks: SFT's padded
+    micro-batches of `data.micro_batch_size: 1`, GRPO's `actor.ppo_micro_batch_size_per_gpu:
+    1`. Each row is then its own loss, whichever rank takes it, and the step's loss their
+    mean: the rank count cannot change how tokens weigh (a packed micro-batch holds as many
+    rows as its token budget takes)."""
+    if key == "data.loss_normalization":
+        return bool(not cfg.data.packing and cfg.data.micro_batch_size == 1)
+    return bool(cfg.actor.ppo_micro_batch_size_per_gpu == 1)
+
+
 def rank_change_warning(found: CheckpointPaths, cfg: Any, world_size: int) -> str | None:
     """One line when a run resumes the checkpoint `found` on another number of ranks
     (`world_size`) than its manifest records, and that changes what it trains: a loss
-    weighing micro-batches alone, or GRPO's rollouts; None where the counts agree, the
-    step records none, or an SFT loss is `global`."""
+    weighing micro-batches alone (of more than one row each: `_one_row_each`), or GRPO's
+    rollouts; None where the counts agree, the step records none, or an SFT loss is
+    `global` or weighs each row alone."""
     normalization = _normalization(cfg)
-    micro_batch = normalization is not None and normalization[1] == _MICRO_BATCH
+    micro_batch = (
+        normalization is not None
+        and normalization[1] == _MICRO_BATCH
+        and not _one_row_each(cfg, normalization[0])
+    )
     samples = hasattr(cfg, "rollout")  # GRPO: each rank draws its own rollouts
     if not (micro_batch or samples):
         return None

@@ -174,7 +174,9 @@ class SFTSteps(StepHooks):
             "train/grad_norm": grad_norm,
             "train/tokens": int(global_tokens),
             "train/loss_tokens": int(global_targets),
-            "train/micro_batches": len(micro_batches),
+            # the step's, all ranks: rank 0's own count, with the empty filler micro-batches
+            # that keep ranks in step, followed the rank count
+            "train/micro_batches": int(global_count),
             "perf/step_s": seconds,
             "perf/tokens_per_s": global_tokens / seconds,
             "perf/tokens_per_s_per_device": global_tokens / seconds / env.world_size,

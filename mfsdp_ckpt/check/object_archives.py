@@ -16,6 +16,7 @@ import io
 import zipfile
 
 from mfsdp_ckpt.check.report import ERROR, WARNING
+from mfsdp_ckpt.format.zip_crc import first_bad_member
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import ObjectEntry
 
@@ -61,7 +62,7 @@ def archive_problem(raw: bytes) -> Verdict:
                 return ERROR, "blob is not a torch.save archive (no data.pkl)"
             if any(m.compress_type != zipfile.ZIP_STORED for m in members):
                 return WARNING, "blob has compressed members (torch.save never writes them)"
-            failed = archive.testzip()
+            failed = first_bad_member(archive)
             if failed is not None:
                 return ERROR, f"blob member {failed} fails its CRC (bytes changed)"
     except (zipfile.BadZipFile, ValueError, EOFError) as err:

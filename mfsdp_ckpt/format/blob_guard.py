@@ -20,6 +20,7 @@ from typing import BinaryIO
 from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS, PickleRefused, check_pickle_budget
+from mfsdp_ckpt.format.zip_crc import read_member
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
@@ -83,8 +84,8 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
         raise CheckpointFormatError(
             f"{where}: blob pickle of {pickles[0].file_size} bytes is too large"
         )
-    try:
-        data = archive.read(pickles[0])
+    try:  # its CRC checked where torch.save wrote one (`zip_crc`)
+        data = read_member(archive, pickles[0])
     except OSError:
         raise
     except Exception as err:  # a damaged local header or CRC: zipfile's own error types

@@ -41,6 +41,7 @@ from mfsdp_ckpt.format.restricted_pickle import (
     PlaceholderPolicy,
     restricted_loads,
 )
+from mfsdp_ckpt.format.zip_crc import read_member
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 MAX_SAVED_OBJECT_BYTES = 16 << 20  # a Namespace of ~600 settings is ~40 KB; train_state ~2 KB
@@ -260,7 +261,7 @@ def _scalar(
     width = struct.calcsize(fmt)
     if info is None or not 0 <= offset * width <= info.file_size - width:
         raise CheckpointFormatError(f"{where}: its storage record is missing or too short")
-    data = archive.read(info)
+    data = read_member(archive, info)
     return struct.unpack_from(fmt, data, offset * width)[0]
 
 

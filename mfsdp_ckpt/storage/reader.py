@@ -36,6 +36,7 @@ from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
 from mfsdp_ckpt.format.torch_save_format import contiguous_strides
+from mfsdp_ckpt.format.zip_crc import read_member
 from mfsdp_ckpt.storage import metadata_handoff
 from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, load_blob
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
@@ -465,7 +466,7 @@ class CheckpointReader:
             record = stored[1]
             archive = zipfile.ZipFile(blob)
             orders = [i for i in archive.infolist() if i.filename.endswith("/byteorder")]
-            if orders and archive.read(orders[0]) != b"little":
+            if orders and read_member(archive, orders[0]) != b"little":
                 return None
         except CheckpointFileError:
             raise
