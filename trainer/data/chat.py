@@ -10,7 +10,7 @@ Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives i
 apply_chat_template (less its keys whose value is null, its content aside): a Qwen3-style
 template renders `reasoning_content`, others `name` or `tool_calls`; a turn whose
 `tool_calls` the template does not render is refused (`refuse_unrendered_tool_calls`), as is
-a turn it leaves out (`refuse_unrendered_turns`: a role it does not render). Loss
+a turn it leaves out (`refuse_unrendered_turns`, judged in a chat of the row's shape). Loss
 is taken on assistant tokens only, on the tokens verl's MultiTurnSFTDataset trains: every
 token an assistant turn renders to after the template's generation prompt
 (`add_generation_prompt=True`), its end-of-turn tokens included. verl reads no
@@ -699,20 +699,19 @@ def refuse_unrendered_turns(
     """ChatFormatError naming the first turn the template leaves out of `text` (the turns as
     `chat_ids` rendered them), the row trained without it, a tool's result left out and the
     model taught to make it up; verl drops such a turn too. A turn of a role other than user
-    and assistant is refused where the template renders no turn of that role
-    (`role_renders`: Qwen2.5's renders no `function`, `developer`, `ipython` or
-    `observation` turn), whatever the rest of the row: a reply the template reshapes
-    (Qwen3's `<think>` split out) or the turn's content quoted in another turn hid it from a
-    comparison of texts. A turn of a role the template renders elsewhere yet leaves out here
-    is refused where the text lacks its content and the turns rendered without every such
-    turn are the same text (one render, only for a row with such a turn); a template that
-    fails without them renders them."""
-    for turn in turns:
-        if (
-            turn["role"] not in ("user", "assistant")
-            and role_renders(tokenizer, turn["role"], limit) is False
-        ):
-            _refuse_left_out(turns, turn, limit)
+    and assistant is refused where the template leaves out a turn there in a chat of the
+    row's shape (`dropped_turns`: Qwen2.5's renders no `function`, `developer`, `ipython` or
+    `observation` turn; Mistral-v0.3's renders a system turn only where a user turn ends the
+    chat, so a prompt keeps it and a reply-ending chat drops it), whatever the rest of the
+    row: a reply the template reshapes (Qwen3's `<think>` split out) or the turn's content
+    quoted in another turn hid it from a comparison of texts. Where the template raises on
+    that probe, a turn is refused where the text lacks its content and the turns rendered
+    without every such turn are the same text (one render, only for a row with such a
+    turn); a template that fails without them renders them."""
+    if any(turn["role"] not in ("user", "assistant") for turn in turns):
+        for index in dropped_turns(tokenizer, turns, limit, add_generation_prompt) or ():
+            if turns[index]["role"] not in ("user", "assistant"):
+                _refuse_left_out(turns, turns[index], limit)
     lacked = [
         turn
         for turn in turns
@@ -740,33 +739,56 @@ def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
     )
 
 
-# A probe turn's content: text no template writes of its own, kept whole by tojson and trim
-_PROBE_MARKER = "mfsdp_role_probe_7f3a9c"
+# A probe turn's content, numbered per turn: text no template writes of its own, kept whole
+# by tojson and trim, no marker a part of another ("_1_" is in no "_11_")
+_PROBE_MARKER = "mfsdp_turn_probe_{}_7f3a9c"
+# Shapes whose `dropped_turns` answer a tokenizer keeps: a dataset has a few; past this many
+# (every row its own shape) a row is probed uncached rather than memory held per row
+_SHAPES_KEPT = 4096
 
-# Each tokenizer's `role_renders` answers, by (chat template, role): a few renders a run
-_RENDERED_ROLES: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], bool | None]] = (
+# Each tokenizer's `dropped_turns` answers, by (chat template, shape of the chat)
+_DROPPED: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[int, ...] | None]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def role_renders(tokenizer: Any, role: str, limit: RowLimit) -> bool | None:
-    """Whether `tokenizer`'s chat template renders a turn of `role`: a tiny chat holding the
-    turn (after a user turn, then first, for a system-like role a template takes only there),
-    its content a marker, rendered. True where the marker shows in either, False where one
-    renders without it, None where the template raises on both (the row's own check of texts
-    decides then). Asked once per template and role, so a file costs a few renders more,
-    not one per row; rendered unbounded (`truncated`), as the probe is no row."""
-    answers = _RENDERED_ROLES.setdefault(tokenizer, {})
-    key = (str(getattr(tokenizer, "chat_template", "")), role)
-    if key not in answers:
-        probe = {"role": role, "name": "probe", "content": _PROBE_MARKER}
-        user, reply = {"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}
-        texts = []
-        for chat in ([user, probe, reply], [probe, user, reply]):
-            with contextlib.suppress(ChatFormatError):
-                texts.append(chat_ids(tokenizer, chat, replace(limit, truncated=True))["text"])
-        answers[key] = any(_PROBE_MARKER in text for text in texts) if texts else None
-    return answers[key]
+def dropped_turns(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool = False
+) -> tuple[int, ...] | None:
+    """The indexes of `turns` that `tokenizer`'s chat template leaves out of a chat of their
+    shape: the turns, each its role, keys and tool calls, their contents replaced by numbered
+    markers, rendered once; a turn whose marker is not in the text is left out. Whether a
+    template renders a turn can depend on the chat around it (Mistral-v0.3's writes the
+    system turn into the last turn only where that is a user turn), so a probe of fixed
+    layouts misjudged prompts. None where the template raises on the probe (the row's own
+    check of texts decides then). Asked once per template and shape (the roles, which turns
+    call tools, the generation prompt), so a file of a few shapes costs a few renders, not
+    one per row; rendered unbounded (`truncated`), as the probe is no row."""
+    shape = (
+        str(getattr(tokenizer, "chat_template", "")),
+        tuple((turn["role"], bool(turn.get("tool_calls"))) for turn in turns),
+        add_generation_prompt,
+    )
+    answers = _DROPPED.setdefault(tokenizer, {})
+    if shape in answers:
+        return answers[shape]
+    markers = [_PROBE_MARKER.format(index) for index in range(len(turns))]
+    probe = [{**turn, "content": marker} for turn, marker in zip(turns, markers, strict=True)]
+    try:
+        text = chat_ids(
+            tokenizer,
+            probe,
+            replace(limit, truncated=True),
+            add_generation_prompt=add_generation_prompt,
+        )["text"]
+        answer: tuple[int, ...] | None = tuple(
+            index for index, marker in enumerate(markers) if marker not in text
+        )
+    except ChatFormatError:
+        answer = None
+    if len(answers) < _SHAPES_KEPT:
+        answers[shape] = answer
+    return answer
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:

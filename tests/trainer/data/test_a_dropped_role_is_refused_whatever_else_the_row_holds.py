@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
 from trainer.config import DataConfig
-from trainer.data.chat import ChatFormatError, role_renders, row_limit
+from trainer.data.chat import ChatFormatError, dropped_turns, row_limit
 from trainer.data.sft_dataset import tokenize_rows
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import RLDataError, load_rl_prompts
@@ -123,13 +123,15 @@ def test_roles_a_template_renders_elsewhere_or_reshaped_train():
 
 
 def test_the_probe_tells_dropped_rendered_and_unknown_roles_apart():
-    """False for a role the template renders nowhere, True for one it renders (merged into
-    another turn, too), None where it raises on the probe (the row's own render decides);
-    asked anew when the template changes."""
+    """The turn a template renders nowhere is told dropped, one it renders (merged into
+    another turn, too) is not, and None where it raises on the probe (the row's own render
+    decides); asked anew when the template changes."""
     tokenizer = qwen_tokenizer("qwen2_5_instruct")
     limit = row_limit(tokenizer, "data.max_length", 16)
-    assert role_renders(tokenizer, "function", limit) is False
-    assert role_renders(tokenizer, "tool", limit) is True
+    reply = {"role": "assistant", "content": "It is 1234."}
+    assert dropped_turns(tokenizer, [USER, FUNCTION, reply], limit) == (1,)
+    assert dropped_turns(tokenizer, [USER, {**FUNCTION, "role": "tool"}, reply], limit) == ()
     tokenizer.chat_template = GEMMA_STYLE
-    assert role_renders(tokenizer, "system", limit) is True
-    assert role_renders(tokenizer, "function", limit) is None
+    system = {"role": "system", "content": "Be brief."}
+    assert dropped_turns(tokenizer, [system, USER, reply], limit) == ()
+    assert dropped_turns(tokenizer, [USER, FUNCTION, reply], limit) is None

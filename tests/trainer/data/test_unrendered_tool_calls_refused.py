@@ -102,7 +102,8 @@ def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
     uncalled = [
         {key: value for key, value in turn.items() if key != "tool_calls"} for turn in calls
     ]
-    sft_rows(tokenizer, tmp_path / "first.jsonl", [uncalled])  # the template's prompts, once
+    # the template's prompts and its probe of each shape of chat, once
+    sft_rows(tokenizer, tmp_path / "first.jsonl", [uncalled, calls])
     monkeypatch.setattr(chat, "chat_ids", counted)
     sft_rows(tokenizer, tmp_path / "none.jsonl", [uncalled])
     without = len(renders)
