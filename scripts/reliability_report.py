@@ -224,10 +224,12 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "the two leaves one) is a note, not a warning: the tracker's step is the one read and"
         " the one",
         "`checkpoint.resume=auto`, verl and Megatron-LM resume from, and `--strict` passes.",
-        "Resuming, auto trains over one such step and names it as trained over; it refuses"
-        " two or more",
-        "(a tracker set back past them: exit 2, naming the step that continues them;",
-        "`tests/trainer/test_resume_auto_over_a_tracker_set_back.py`).",
+        "Resuming, auto trains over any such steps and names each in one note as trained over"
+        " (left",
+        "beside the run's steps until a save of its step replaces it), with the"
+        " `checkpoint.resume`",
+        "that continues the newest instead"
+        " (`tests/trainer/test_resume_auto_over_a_tracker_set_back.py`).",
         "",
         "A kill while `checkpoint.keep_last` removes an old step"
         " (`MFSDP_CKPT_KILL_AT=mid_prune@N`: after",

@@ -25,11 +25,10 @@ A step is resumed only into a run dir that holds no complete step after it
 step 4 (the run dir's config.yaml records `checkpoint.resume` of the step it began from, so
 `--config RUN/config.yaml` does that) trained steps 3-4 again and saved over its step 4, and
 a rollback to the run dir's own step 2 did the same. Rolling back is done by moving the
-later steps away first. `checkpoint.resume=auto` resumes the tracker's step over one complete
-step dir past it (a save stopped before the tracker's update), said in a note
-(`trained_over_note`), and is refused alike over more: a tracker set back (verl's way to
-roll back) had the run replace steps of the other history without a line and keep the
-newest of them beside its own.
+later steps away first. `checkpoint.resume=auto` resumes the tracker's step, as verl and
+Megatron-LM resume theirs, over any complete step dirs past it (saves stopped before the
+tracker's update, one per interrupted run, or a tracker set back), each named in one note
+(`trained_over_note`) with the `checkpoint.resume` that continues the newest instead.
 """
 
 from __future__ import annotations
@@ -320,40 +319,37 @@ def refuse_saving_over_newer_steps(
 
     The run dir's own step resumed on purpose to train again from it (a rollback) is refused
     alike: its later steps are the user's to move away first, as `checkpoint.keep_last`
-    only ever removes steps older than the newest. `checkpoint.resume=auto` resumes the
-    tracker's step over one complete step dir past it: the tracker is a save's commit point,
-    and a run's saves wait for the one before to commit, so a save killed between its
-    rename and the tracker's update (or whose tracker write failed, which said so) leaves
-    one; auto trains on over it, as after any crash mid-save ("run the same command
-    again"), and `trained_over_note` names it. Two or more are no save of a run stopped
-    once: a tracker set back (verl's way to roll back) over steps of the run's other
-    history, which this run would replace or leave beside its own; refused as a rollback."""
-    newer = [n for n in run_steps.list_complete_steps(run_dir) if n > step]
-    auto = resume == "auto"
-    if auto and len(newer) <= 1:
+    only ever removes steps older than the newest; the newest is named by its path, the
+    `checkpoint.resume` that continues it (auto resumes the tracker's step, which may be
+    older). `checkpoint.resume=auto` is not refused: the tracker is a save's commit point,
+    and complete step dirs past it are saves killed between their rename and the tracker's
+    update (one per run stopped so; a save schedule changed since leaves an earlier one
+    standing) or a tracker set back. Which it is, the dirs cannot tell; auto resumes the
+    tracker's step as verl and Megatron-LM do, trains on over them as after any crash
+    mid-save ("run the same command again"), and `trained_over_note` names each."""
+    if resume == "auto":
         return
+    newer = [n for n in run_steps.list_complete_steps(run_dir) if n > step]
     if newer:
         where = found.step_dir or found.dist_ckpt
         newest = layout.step_dir(run_dir, newer[-1])
-        go_on = f"checkpoint.resume={newest}" if auto else "checkpoint.resume=auto"
-        tracker = run_dir / layout.TRACKER_FILE
-        tracked = f", the step {tracker} names, set back past them" if auto else ""
         raise NewerStepsError(
-            f"{run_dir}: holds its own steps after step {step} (up to {newest}){tracked};"
-            f" resuming {where} into it trains them again and saves over them: give {go_on}"
-            f" to continue from step {newer[-1]}, or another trainer.run_dir (to train again"
-            f" from step {step} here, move {_step_names(newer)} away first)"
+            f"{run_dir}: holds its own steps after step {step} (up to {newest}); resuming"
+            f" {where} into it trains them again and saves over them: give"
+            f" checkpoint.resume={newest} to continue from step {newer[-1]}, or another"
+            f" trainer.run_dir (to train again from step {step} here, move"
+            f" {_step_names(newer)} away first)"
         )
     run_steps.refuse_replacing_steps(run_dir, step)
 
 
 def trained_over_note(run_dir: Path, resumed: CheckpointPaths) -> str | None:
-    """The note of a run that resumed `resumed` and trains over the complete step dir of
-    `run_dir` past it (`checkpoint.resume=auto` resumes the tracker's step over one:
-    `refuse_saving_over_newer_steps`), in the words `ckpt validate` and `export-hf` say of a
-    step past another trainer's tracker (`newer_than_tracked`). None when there is none, or
-    `resumed` is another run dir's step. It was replaced, or left beside the run's new
-    steps, without a line."""
+    """The note of a run that resumed `resumed` and trains over the complete step dirs of
+    `run_dir` past it (`checkpoint.resume=auto` resumes the tracker's step over any:
+    `refuse_saving_over_newer_steps`), each named (the newest few of many), in the words
+    `ckpt validate` and `export-hf` say of a step past another trainer's tracker
+    (`newer_than_tracked`). None when there is none, or `resumed` is another run dir's
+    step. They were replaced, or left beside the run's new steps, without a line."""
     if resumed.step is None or resumed.run_dir is None:
         return None
     if os.path.realpath(resumed.run_dir) != os.path.realpath(run_dir):

@@ -434,6 +434,8 @@ def _from_tracked_run(
             paths = resolve_checkpoint(target, role=role, _depth=1)
         except (IncompleteCheckpointError, CheckpointPathError) as err:
             said = step_unfinished_said(target, err)
+            if said is None and type(err) is CheckpointPathError:  # no save: its own line
+                raise CheckpointPathError(f"{run / tracker} names {tracked!r}, but {err}") from None
             if said is None:
                 raise
             raise UnfinishedTrackedStepError(

@@ -9,10 +9,10 @@ writes it once a save is done), and Megatron-LM and Megatron-Bridge write theirs
 a save is finalized, so a run stopped between the two (or a tracker set back) leaves one.
 A `release` tracker names Megatron's release/ dir, past which every `iter_N/` is noted.
 
-`checkpoint.resume=auto` on mfsdp's own run dir says the same of the step it trains over
-(`resumed=True`): mfsdp points the tracker at a step once it is in place, so one step dir
-past it is a save stopped before that (or a tracker set back one save), and the run replaced
-it without a line.
+`checkpoint.resume=auto` on mfsdp's own run dir says the same of the steps it trains over
+(`resumed=True`): mfsdp points the tracker at a step once it is in place, so a step dir past
+it is a save stopped before that (one per run stopped so) or a tracker set back, and the run
+replaced it, or left it beside its own steps, without a line.
 """
 
 from __future__ import annotations
@@ -77,7 +77,11 @@ def newer_than_tracked(
     reading = f"reading {MEGATRON_RELEASE_DIR}/" if release else f"reading step {after}"
     given = f"{run / complete[-1]}" if complete else ""
     if resumed:
-        reading = f"resuming step {after} and training over {'it' if len(newer) == 1 else 'them'}"
+        reading = f"resuming step {after} and training over " + (
+            f"it (left beside this run's steps until a save of step {newer[0][0]} replaces it)"
+            if len(newer) == 1
+            else "them (each left beside this run's steps until a save of its step replaces it)"
+        )
         given = f"checkpoint.resume={given}"
     why = f" ({_why_past_tracker(complete[-1], tracker, resumed)})" if complete else ""
     read = "resume" if resumed else "read"

@@ -54,10 +54,14 @@ def step_unfinished_said(step: Path, err: MfsdpError) -> str | None:
     ..."), or for a step no layout claims (verl's empty `global_step_N/`, one holding an
     empty `actor/`) the same words of the step, where "not a checkpoint" (exit 2) sent
     users to fix their command, not the run. None for any other refusal (another format,
-    a role to pick), which stays as it is."""
+    a role to pick), and for a step-named dir holding no save (`_holds_save_pieces`: a
+    Hugging Face model, an adapter), whose own line stands, given directly or through a
+    tracker naming it."""
     if isinstance(err, IncompleteCheckpointError):
         return str(err)
     if type(err) is not CheckpointPathError:  # a format or a route of its own
+        return None
+    if not _holds_save_pieces(step):
         return None
     # mfsdp's run or not (`ours`) changes no answer here: a step it marks lacks what
     # `unfinished_save` says, or nothing; so the run's other steps are not looked at
@@ -127,8 +131,6 @@ def refuse_unfinished_step(given: Path, err: MfsdpError) -> None:
     dir not named as a step (its run is not listed) and a step-named dir holding no save
     (`_holds_save_pieces`), whose own line stands."""
     if isinstance(err, DamagedRunDirError) or not is_step_name(given.name):
-        return
-    if not isinstance(err, IncompleteCheckpointError) and not _holds_save_pieces(given):
         return
     said = step_unfinished_said(given, err)
     if said is not None:

@@ -48,8 +48,8 @@ def test_a_rollback_to_the_run_dirs_own_step_is_refused_before_torch(tmp_path):
         assert str(err) == (
             f"{run}: holds its own steps after step 2 (up to {run / 'global_step_4'}); resuming"
             f" {run / 'global_step_2'} into it trains them again and saves over them: give"
-            " checkpoint.resume=auto to continue from step 4, or another trainer.run_dir (to"
-            " train again from step 2 here, move global_step_4 away first)"
+            f" checkpoint.resume={run / 'global_step_4'} to continue from step 4, or another"
+            " trainer.run_dir (to train again from step 2 here, move global_step_4 away first)"
         )
 
 

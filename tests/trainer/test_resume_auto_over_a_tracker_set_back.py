@@ -1,10 +1,10 @@
-"""`checkpoint.resume=auto` on a run dir whose tracker was set back (verl's way to roll
-back) over its steps 4 and 6: the run replaced step 4 with one of another history and kept
-step 6 of the old one beside it, without a line, though `checkpoint.resume=RUN/global_step_2`
-was refused for the same rollback. More than one complete step past the tracker is no save
-of a run stopped once (a run's saves wait for the one before to commit): refused in the
-rollback's words, naming the step that continues them. One step past it (a save stopped
-before the tracker's update, `test_resume_over_newer_steps`) is trained over, and named."""
+"""`checkpoint.resume=auto` on a run dir with complete steps past its tracker: a run stopped
+twice mid-save (step 6 left by the first, trained over but never reached once save_every
+changed, and step 8 by the second) holds two, as a tracker set back (verl's way to roll
+back) does; the dirs cannot tell which. Two were refused as a set-back (exit 2, "set back
+past them"), words false for the twice-stopped run. Auto resumes the tracker's step, as verl
+and Megatron-LM do, over one or many, and one note names each, with the
+`checkpoint.resume` that continues the newest instead."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import shutil
 
 import pytest
 
-from mfsdp_ckpt.errors import EXIT_USAGE
 from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps, step_saving
 from tests.support.sft import tiny_config, write_chat_jsonl
-from trainer.resume import NewerStepsError, trained_over_note
+from trainer.resume import trained_over_note
 from trainer.sft import run_sft
 
 SETTINGS = (
@@ -49,23 +48,18 @@ def _manifests(run) -> dict[int, bytes]:
     }
 
 
-def test_auto_over_steps_past_a_tracker_set_back_is_refused(saved, tmp_path):
-    data, _ = saved
+def test_two_steps_past_the_tracker_are_named_as_trained_over(saved, tmp_path):
     run = _set_back(saved, tmp_path)
-    before = _manifests(run)
-    with pytest.raises(NewerStepsError) as refused:
-        run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=6", "optim.lr=1e-3"))
-    assert str(refused.value) == (
-        f"{run}: holds its own steps after step 2 (up to {run / 'global_step_6'}), the step"
-        f" {run / layout.TRACKER_FILE} names, set back past them; resuming"
-        f" {run / 'global_step_2'} into it trains them again and saves over them: give"
-        f" checkpoint.resume={run / 'global_step_6'} to continue from step 6, or another"
-        " trainer.run_dir (to train again from step 2 here, move global_step_4 and"
-        " global_step_6 away first)"
+    resumed = checkpoint_resolution.resolve_checkpoint(run)
+    assert resumed.step == 2
+    assert trained_over_note(run, resumed) == (
+        f"{run / layout.TRACKER_FILE} names step 2, but 2 newer step dirs are here:"
+        " global_step_4/ (step 4), global_step_6/ (step 6) (mfsdp points the tracker at a step"
+        " once it is in place: a run stopped between the two, or a tracker set back, leaves a"
+        " newer step behind); resuming step 2 and training over them (each left beside this"
+        " run's steps until a save of its step replaces it): give"
+        f" checkpoint.resume={run / 'global_step_6'} to resume the newest complete one"
     )
-    assert refused.value.exit_code == EXIT_USAGE
-    assert _manifests(run) == before
-    assert not (run / "config.until_step_2.yaml").exists()
 
 
 def test_the_advised_step_continues_the_run(saved, tmp_path):
@@ -87,21 +81,30 @@ def test_one_step_past_the_tracker_is_named_as_trained_over(saved, tmp_path):
     assert trained_over_note(run, resumed) == (
         f"{run / layout.TRACKER_FILE} names step 2, but global_step_4/ (step 4) is newer (mfsdp"
         " points the tracker at a step once it is in place: a run stopped between the two, or a"
-        " tracker set back, leaves a newer step behind); resuming step 2 and training over it:"
-        f" give checkpoint.resume={run / 'global_step_4'} to resume the newer one"
+        " tracker set back, leaves a newer step behind); resuming step 2 and training over it"
+        " (left beside this run's steps until a save of step 4 replaces it): give"
+        f" checkpoint.resume={run / 'global_step_4'} to resume the newer one"
     )
     step_saving.write_tracker(run, 4)
     assert trained_over_note(run, checkpoint_resolution.resolve_checkpoint(run)) is None
 
 
-def test_the_run_says_which_step_it_trains_over(saved, tmp_path, capsys):
+def test_the_run_resumes_over_two_and_says_which_it_trains_over(saved, tmp_path, capsys):
+    """The run the set-back refusal stopped: it resumes step 2, saves over step 4, leaves step
+    6 beside its own, and its note names both."""
     data, _ = saved
     run = _set_back(saved, tmp_path)
-    shutil.rmtree(run / "global_step_6")
+    old_six = _manifests(run)[6]
     capsys.readouterr()
-    run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=6", "trainer.stop_at_step=4"))
+    result = run_sft(
+        tiny_config(data, run, *SETTINGS, "trainer.total_steps=6", "trainer.stop_at_step=4")
+    )
     said = capsys.readouterr().err
+    assert result.resumed_from == 2
     assert (
-        f"[sft] {run / layout.TRACKER_FILE} names step 2, but global_step_4/ (step 4) is newer"
+        f"[sft] {run / layout.TRACKER_FILE} names step 2, but 2 newer step dirs are here:"
+        " global_step_4/ (step 4), global_step_6/ (step 6)"
     ) in said, said
+    assert "set back past them" not in said
     assert run_steps.resume_step(run) == 4
+    assert _manifests(run)[6] == old_six

@@ -58,7 +58,8 @@ def test_resuming_a_runs_config_that_pins_another_runs_step_is_refused(pinned):
     assert message == (
         f"{run}: holds its own steps after step 2 (up to {run / 'global_step_4'}); resuming"
         f" {base / 'global_step_2'} into it trains them again and saves over them: give"
-        " checkpoint.resume=auto to continue from step 4, or another trainer.run_dir (to train"
+        f" checkpoint.resume={run / 'global_step_4'} to continue from step 4, or another"
+        " trainer.run_dir (to train"
         " again from step 2 here, move global_step_4 away first)"
     )
     assert refused.value.exit_code == EXIT_USAGE

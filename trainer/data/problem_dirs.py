@@ -17,13 +17,14 @@ to give instead.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from trainer.data.files import DataFileError, check_data_file
+from trainer.data.files import MAX_JSONL_LINE_BYTES, DataFileError, check_data_file
 
 # entries looked at in one directory tree: far more than the release's 12,500 problems
 MAX_PROBLEM_FILES = 200_000
@@ -32,6 +33,8 @@ MAX_DEPTH = 32
 PROBLEM_SUFFIX = ".json"
 _NUMBERED = re.compile(r"[0-9]+\.json", re.IGNORECASE)  # a problem file's name: its number
 TABLE_SUFFIXES = (".jsonl", ".parquet")
+_HEAD_BYTES = 64 << 10  # read first: an array's `[` (a table) needs no more
+_BOM = b"\xef\xbb\xbf"
 
 
 def problem_files(directory: str | os.PathLike, split_words: frozenset[str]) -> list[Path]:
@@ -157,8 +160,14 @@ def refuse_numbered_problems(inputs: list[str]) -> None:
     (`<n>.json`, the problem's number) where no --split is given: each file's name made a
     split of its own, one table per problem (sft/1, sft/2, ..., exit 0). They are pointed
     to the directory holding them (`directory_route`), as several given with --split are;
-    one alone may take --split."""
-    numbered = [path for path in inputs if _NUMBERED.fullmatch(Path(path).name)]
+    one alone may take --split. A file is judged by what it holds (`_holds_one_problem`):
+    a JSON table named by a number (`500.json` holding an array of problems, or JSON lines)
+    is a split like any other, and was refused as one problem for its name alone."""
+    numbered = [
+        path
+        for path in inputs
+        if _NUMBERED.fullmatch(Path(path).name) and _holds_one_problem(Path(path))
+    ]
     if not numbered:
         return
     route = directory_route(numbered, None)
@@ -171,3 +180,27 @@ def refuse_numbered_problems(inputs: list[str]) -> None:
         f"--input {numbered[0]} and --input {numbered[1]}: files of one problem each (named by"
         f" their numbers, as MATH's <n>.json) make no split of their own; {route}"
     )
+
+
+def _holds_one_problem(path: Path) -> bool:
+    """Whether `path` holds one problem as the release's files do: one JSON object with a
+    `problem` key, alone in the file. Bounded: a first non-space byte other than `{` (an
+    array) decides from the file's head, and no more than the reader's cap on one row
+    (MAX_JSONL_LINE_BYTES) is read. What cannot be judged (unreadable, a first object
+    running past the cap) is taken by its name, a problem's number."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+            if not head.removeprefix(_BOM).lstrip().startswith(b"{"):
+                return False
+            text = head + handle.read(MAX_JSONL_LINE_BYTES + 1 - len(head))
+    except OSError:
+        return True
+    held = text.removeprefix(_BOM).decode("utf-8", errors="replace").lstrip()
+    try:
+        value, end = json.JSONDecoder().raw_decode(held)
+    except ValueError:  # past the cap: a number's name; else broken, for the reader to name
+        return len(text) > MAX_JSONL_LINE_BYTES
+    if held[end:].strip():  # JSON lines: a table of rows
+        return False
+    return isinstance(value, dict) and "problem" in value
