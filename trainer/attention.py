@@ -7,6 +7,11 @@ attention over `cu_seqlens`, torch >= 2.10 on CUDA) visits only the pairs inside
 document. The packing passes the documents' boundaries as `cu_seqlens` (int32, [docs + 1]);
 they travel through the model's forward kwargs to every attention call.
 
+A sliding-attention layer (Qwen2/Qwen3 `layer_types`) passes its `sliding_window`, which
+becomes the kernel's window: dropped, the layer trained with full attention, another model
+than the one exported and rolled out. A keyword the kernel cannot apply (`UNHONOURED`) is
+refused in one line rather than dropped.
+
 Everything else stays SDPA, mask included: rows without `cu_seqlens` (padded batches,
 generation), and every call on CPU, where the block mask transformers builds from the
 restarting position ids keeps the same numerics.
@@ -25,6 +30,17 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "varlen"
+# keywords a transformers attention module may pass that change what it computes and that
+# varlen_attn has no argument for (a logit cap, attention sinks, a position bias, a paged cache)
+UNHONOURED = ("softcap", "s_aux", "position_bias", "cache")
+
+
+def flash_window(sliding_window: int | None) -> tuple[int, int]:
+    """varlen_attn's (left, right) window for a layer's transformers `sliding_window`:
+    transformers keeps key k for query q where q - k < sliding_window
+    (`masking_utils.sliding_window_overlay`), the kernel where q - left <= k <= q + right;
+    right 0 is causal, left -1 unbounded."""
+    return (-1, 0) if sliding_window is None else (sliding_window - 1, 0)
 
 
 def varlen_attention_forward(
@@ -36,6 +52,7 @@ def varlen_attention_forward(
     dropout: float = 0.0,
     scaling: float | None = None,
     cu_seqlens: torch.Tensor | None = None,
+    sliding_window: int | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature: query [batch, heads, seq, dim] in, [batch, seq, heads,
@@ -43,6 +60,16 @@ def varlen_attention_forward(
     if cu_seqlens is None or not query.is_cuda or dropout:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )  # the mask transformers built holds the sliding window
+    unhonoured = [name for name in UNHONOURED if kwargs.get(name) is not None]
+    causal = kwargs.get("is_causal")  # as SDPA reads it: the module's where not passed
+    if not (getattr(module, "is_causal", True) if causal is None else causal):
+        unhonoured.append("is_causal=False")
+    if unhonoured:
+        raise ValueError(
+            f"model.attn_implementation=varlen: {type(module).__name__} passes"
+            f" {', '.join(unhonoured)}, which varlen_attn cannot apply; set"
+            " model.attn_implementation=sdpa"
         )
     from torch.nn.attention.varlen import varlen_attn
 
@@ -63,7 +90,15 @@ def varlen_attention_forward(
     out = cast(
         torch.Tensor,
         varlen_attn(
-            q, k, v, cu_seqlens, cu_seqlens, longest, longest, scale=scaling, window_size=(-1, 0)
+            q,
+            k,
+            v,
+            cu_seqlens,
+            cu_seqlens,
+            longest,
+            longest,
+            scale=scaling,
+            window_size=flash_window(sliding_window),
         ),
     )
     return out.unsqueeze(0), None

@@ -62,15 +62,25 @@ TRITON_OPS = (("silu_mul", "silu_kernel"), ("rotary_store", "rotary_kernel"))
 
 def supports(model: torch.nn.Module) -> bool:
     """True for full-attention Llama-family models whose modules this decoder knows."""
+    return unsupported(model) is None
+
+
+def unsupported(model: torch.nn.Module) -> str | None:
+    """What of `model` this decoder cannot run, naming the config key (a family it decodes
+    may still have a sliding layer or another activation); None where it can run it."""
     config: Any = model.config  # torch types a module's attributes as Tensor | Module
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        return f"model_type {config.model_type!r} (only {', '.join(SUPPORTED_MODEL_TYPES)})"
     layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    return (
-        config.model_type in SUPPORTED_MODEL_TYPES
-        and all(kind == "full_attention" for kind in layer_types)
-        and getattr(config, "hidden_act", None) == "silu"
-        and hasattr(model, "model")
-        and hasattr(model.model, "rotary_emb")
-    )
+    other = sorted({kind for kind in layer_types if kind != "full_attention"})
+    if other:
+        return f"layer_types {', '.join(other)} (only full_attention layers)"
+    activation = getattr(config, "hidden_act", None)
+    if activation != "silu":
+        return f"hidden_act {activation!r} (only silu)"
+    if not hasattr(model, "model") or not hasattr(model.model, "rotary_emb"):
+        return f"{type(model).__name__} without model.rotary_emb"
+    return None
 
 
 def _attend(
@@ -159,9 +169,11 @@ class StaticCacheDecoder:
                 f"rollout attention {attention!r} is not one of {', '.join(ATTENTIONS)}"
             )
         config: Any = model.config
-        if not supports(model):
+        reason = unsupported(model)
+        if reason is not None:
             raise ValueError(
-                f"static-cache decoding does not support model_type {config.model_type!r}"
+                f"static-cache decoding does not support {reason}; decoder='auto' picks the"
+                " dynamic decoder for it"
             )
         # transformers' submodules (model.layers[i].self_attn...) are plain attributes, which
         # torch types as Tensor | Module: Any says what is known
