@@ -8,8 +8,6 @@ test_media_columns_without_statistics_or_as_empty_text.py)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mfsdp_ckpt.errors import MfsdpError
+from tests.support.arrow_memory import arrow_peak
 from trainer.data.files import MAX_ROW_BYTES
 from trainer.data.media_columns import refuse_media_columns
 
@@ -41,24 +40,12 @@ def _refused(path: Path) -> MfsdpError:
     return caught.value
 
 
-@contextlib.contextmanager
-def _arrow_peak() -> Iterator[pa.MemoryPool]:
-    """A pool made pyarrow's default while inside, counting the most bytes it held at once."""
-    before = pa.default_memory_pool()
-    pool = pa.proxy_memory_pool(before)
-    pa.set_memory_pool(pool)
-    try:
-        yield pool
-    finally:
-        pa.set_memory_pool(before)
-
-
 @pytest.mark.parametrize("column", ["images", "videos"])
 def test_a_big_media_cell_is_refused_naming_the_column_without_decoding_it(tmp_path, column):
     cell = 8 << 20  # incompressible: its page is 8 MiB decompressed and all
     media = [[{"bytes": bytes(range(256)) * (cell // 256), "path": None}], None, None]
     path = _parquet(tmp_path / "geo.parquet", column, media, compression="none")
-    with _arrow_peak() as pool:
+    with arrow_peak() as pool:
         refused = _refused(path)
     assert str(refused).startswith(_refusal(path, column))
     assert pool.max_memory() < 1 << 20, pool.max_memory()  # the footer alone was read

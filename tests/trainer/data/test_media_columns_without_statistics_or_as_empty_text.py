@@ -7,9 +7,7 @@ read row group by row group, from its smallest leaf: an image's bytes are never 
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mfsdp_ckpt.errors import MfsdpError
+from tests.support.arrow_memory import arrow_peak
 from trainer.data.media_columns import read_rows_refusing_media, refuse_media_columns
 
 IMAGES = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
@@ -84,22 +83,10 @@ def test_a_value_in_the_last_row_group_is_refused(tmp_path, held, statistics):
     assert caught.value.exit_code == 2
 
 
-@contextlib.contextmanager
-def _arrow_peak() -> Iterator[pa.MemoryPool]:
-    """A pool made pyarrow's default while inside, counting the most bytes it held at once."""
-    before = pa.default_memory_pool()
-    pool = pa.proxy_memory_pool(before)
-    pa.set_memory_pool(pool)
-    try:
-        yield pool
-    finally:
-        pa.set_memory_pool(before)
-
-
 def test_images_without_statistics_are_refused_without_decoding_their_bytes(tmp_path):
     image = {"bytes": bytes(range(256)) * (8 << 12), "path": None}  # 8 MiB, incompressible
     cells = [None, [], [image], None]
     path = _parquet(tmp_path / "geo.parquet", cells, IMAGES, False, compression="none")
-    with _arrow_peak() as pool, pytest.raises(MfsdpError, match="column 'images'"):
+    with arrow_peak() as pool, pytest.raises(MfsdpError, match="column 'images'"):
         refuse_media_columns(path)
     assert pool.max_memory() < 1 << 20, pool.max_memory()  # the path leaf alone was read
