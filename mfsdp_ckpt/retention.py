@@ -45,8 +45,11 @@ _DELETED_BY = "the next save of this run with checkpoint.keep_last deletes it"
 def prune_steps(run_dir: Path, newest: int, keep_last: int | None) -> list[str]:
     """After step `newest` was committed in `run_dir`: remove the temp dirs of saves of
     earlier steps that did not finish, what an earlier prune left half removed and, with
-    `keep_last`, the complete steps older than the newest `keep_last` ones (never `newest`
-    itself, which a run resumed from an earlier step saves below newer ones). Returns one
+    `keep_last`, the complete steps older than the newest `keep_last` ones at or below
+    `newest`. Steps above `newest` (a run resumed from an earlier step saves below newer
+    ones: a tracker set back, saves interrupted) are neither counted nor removed: they are
+    another history's, which the resume named as left beside until a save of their step
+    replaces them, and counting them deleted this run's own steps. Returns one
     warning line for each entry that could not be removed (or for the run dir, when it
     cannot be listed), and one naming each dir removed that was no complete step of the
     run (a stopped removal's leftover, a step dir without manifest): those may hold what
@@ -58,7 +61,7 @@ def prune_steps(run_dir: Path, newest: int, keep_last: int | None) -> list[str]:
     removed: list[Path] = []  # steps: renamed out of the step names first
     partial: list[Path] = []
     if keep_last is not None:
-        complete = sorted(scan.complete)
+        complete = sorted((step, path) for step, path in scan.complete if step <= newest)
         cut = max(0, len(complete) - keep_last)
         removed += [path for step, path in complete[:cut] if step != newest]
         oldest_kept = min([newest, *(step for step, _ in complete[cut:])])
