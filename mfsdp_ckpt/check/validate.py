@@ -362,6 +362,7 @@ def _resolve(
             report.add(WARNING, where, doomed)
         if step is not None and step not in steps:
             refuse_if_moved_on(given, step)
+            run_steps.refuse_tracked_step_holding_no_save(given, step)
             report.add(ERROR, tracker, _tracked_step_not_complete(given, step))
         chosen = step if step in steps else (steps[-1] if steps else None)
         if chosen is None:

@@ -86,6 +86,7 @@ from mfsdp_ckpt.format.run_steps import (
     read_bridge_tracker,
     read_tracker_text,
     refuse_manifest_leading_out,
+    refuse_tracked_step_holding_no_save,
     resume_refusal,
     resume_step,
     step_dirs,
@@ -651,6 +652,7 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
             )
         target = step_dir(run, int(tracked))
         if not is_file(target / MANIFEST_FILE):
+            refuse_tracked_step_holding_no_save(run, int(tracked))
             damage = manifest_damage(target) if is_dir(target) else None
             if damage is None:
                 refuse_manifest_leading_out(target)

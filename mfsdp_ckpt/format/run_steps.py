@@ -41,6 +41,7 @@ from mfsdp_ckpt.format.layout import (
     parse_step_dir_name,
     step_dir,
 )
+from mfsdp_ckpt.format.save_pieces import holds_save_pieces
 from mfsdp_ckpt.format.unfinished_torch_dist import (
     UNFINISHED_TORCH_DIST_LACKS,
     is_unfinished_torch_dist,
@@ -136,6 +137,7 @@ def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int 
     if _is_file_followed(target / MANIFEST_FILE):  # saved since the steps were listed
         return tracked
     if os.path.lexists(target):
+        refuse_tracked_step_holding_no_save(run, tracked)
         instead = (
             f"move it away to resume from step {steps[-1]}"
             if steps
@@ -157,6 +159,30 @@ def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int 
         f"{run / TRACKER_FILE}: names step {tracked}, but {target} is missing"
         f"{steps_here(run)} and no step is complete; {instead}"
     )
+
+
+def refuse_tracked_step_holding_no_save(run: Path, tracked: int) -> None:
+    """CheckpointPathError (exit 2) where the step dir the tracker of mfsdp's run dir `run`
+    names (`tracked`) holds no piece of a save (`holds_save_pieces`: a Hugging Face model,
+    an adapter, a config.json alone) and reading it gives its own line of what it is: that
+    line, under the tracker, as another trainer's run dir gives it. Called "a save that
+    did not finish", the user looked for a save never made. Returns for any other step dir
+    (a save that did not finish keeps its line, exit 1) and for any other refusal."""
+    # imported here: resolution reads run dirs through this module
+    from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+
+    target = step_dir(run, tracked)
+    if not is_dir(target) or os.path.lexists(target / MANIFEST_FILE):
+        return  # a manifest there, damaged: `manifest_damage` names it
+    if holds_save_pieces(target):
+        return
+    try:
+        resolve_checkpoint(target, _depth=1)
+    except CheckpointPathError as err:
+        if type(err) is CheckpointPathError:  # what it is; a subclass is a route of its own
+            raise CheckpointPathError(
+                f"{run / TRACKER_FILE}: names step {tracked}, but {err}"
+            ) from None
 
 
 def refuse_replacing_steps(run_dir: str | os.PathLike, resumed: int | None) -> None:
@@ -191,7 +217,7 @@ def _refuse_replacing(run: Path, resumed: int | None) -> None:
             saving = (
                 "a run starting afresh here saves over it"
                 if resumed is None
-                else f"resuming step {resumed}, this run's save of step {step} replaces it"
+                else f"resuming step {resumed}, a save of step {step} replaces it"
             )
             _refuse_another_trainers_run(run)
             raise DamagedRunDirError(f"{path} {incomplete_step(path)}, and {saving}: move it away")
@@ -440,7 +466,10 @@ NOT_A_STEP = "not a step"
 def step_states(run: Path, names: list[str], ours: bool | None = None) -> dict[str, str]:
     """{name: what it is} for `names` (entries of `run`): the one place that decides which
     step dirs are steps to give, so every line listing them (a refusal to choose, a note,
-    `steps_here`) marks the same ones. NOT_A_STEP: no step dir's name, or not a directory.
+    `steps_here`) marks the same ones. NOT_A_STEP: no step dir's name, not a directory,
+    or a dir lacking what its save writes last that holds no piece of a save either
+    (`holds_save_pieces`: a Hugging Face model, an adapter), which no list marks as a
+    save that did not finish.
     EMPTY: a dir holding nothing, a save that wrote nothing (given, it is refused as one
     that did not finish). UNFINISHED: a save begun and not finished (`unfinished_save`),
     and in mfsdp's run (a step of it holds a manifest) any step dir without its manifest,
@@ -464,7 +493,7 @@ def _step_state(step: Path, ours: bool) -> str:
     except (CheckpointPathError, CheckpointFileError):
         return COMPLETE
     if unfinished or (ours and not _is_file_followed(step / MANIFEST_FILE)):
-        return UNFINISHED
+        return UNFINISHED if holds_save_pieces(step) else NOT_A_STEP
     return COMPLETE
 
 

@@ -15,12 +15,7 @@ from pathlib import Path
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dir_entries import children, is_dir
 from mfsdp_ckpt.format.layout import (
-    DCP_METADATA_FILE,
-    DIST_CKPT_DIR,
     MAX_RUNS_LISTED,
-    ROLES,
-    VERL_CONTENTS_FILE,
-    VERL_MODEL_DIR,
     CheckpointPathError,
     DamagedRunDirError,
     IncompleteCheckpointError,
@@ -37,15 +32,8 @@ from mfsdp_ckpt.format.run_steps import (
     step_states,
     unfinished_save,
 )
-from mfsdp_ckpt.format.unfinished_torch_dist import LEGACY_COMMON_FILE
+from mfsdp_ckpt.format.save_pieces import holds_save_pieces
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-
-# What a save of a known layout writes into a step dir (or a role dir of one) before the
-# file it writes last: DCP's shards and `.metadata`, megatron-core's common.pt, verl's
-# `ckpt_contents.json`, `dist_ckpt/` and `model/`
-_SAVE_FILES = frozenset({DCP_METADATA_FILE, VERL_CONTENTS_FILE, LEGACY_COMMON_FILE})
-_SAVE_DIRS = frozenset({DIST_CKPT_DIR, VERL_MODEL_DIR})
-_SHARD_SUFFIX = ".distcp"
 
 
 def step_unfinished_said(step: Path, err: MfsdpError) -> str | None:
@@ -54,14 +42,14 @@ def step_unfinished_said(step: Path, err: MfsdpError) -> str | None:
     ..."), or for a step no layout claims (verl's empty `global_step_N/`, one holding an
     empty `actor/`) the same words of the step, where "not a checkpoint" (exit 2) sent
     users to fix their command, not the run. None for any other refusal (another format,
-    a role to pick), and for a step-named dir holding no save (`_holds_save_pieces`: a
+    a role to pick), and for a step-named dir holding no save (`holds_save_pieces`: a
     Hugging Face model, an adapter), whose own line stands, given directly or through a
     tracker naming it."""
     if isinstance(err, IncompleteCheckpointError):
         return str(err)
     if type(err) is not CheckpointPathError:  # a format or a route of its own
         return None
-    if not _holds_save_pieces(step):
+    if not holds_save_pieces(step):
         return None
     # mfsdp's run or not (`ours`) changes no answer here: a step it marks lacks what
     # `unfinished_save` says, or nothing; so the run's other steps are not looked at
@@ -96,40 +84,12 @@ def other_steps_said(run: Path, step: Path) -> str:
     return f" (other step dirs here: {newest_of(marked, older)})"
 
 
-def _holds_save_pieces(step: Path) -> bool:
-    """Whether the step dir `step` is empty or holds what a save of a known layout writes
-    before its last file (`_SAVE_FILES`, `_SAVE_DIRS`, a `.distcp` shard, a role dir that
-    is empty or holds them): a save that did not finish. A dir named like a step holding a
-    Hugging Face model, a PEFT adapter, a config.json alone or unrelated files is no save
-    at all, and keeps the line its own route gives it (exit 2): called "a save that did
-    not finish", the user was sent to look for a save never made."""
-    try:
-        names = children(step)
-        return not names or any(_is_save_piece(step / name, roles=True) for name in names)
-    except (CheckpointPathError, CheckpointFileError):  # reading it names it
-        return False
-
-
-def _is_save_piece(path: Path, roles: bool) -> bool:
-    name = path.name
-    if name in _SAVE_FILES or name.endswith(_SHARD_SUFFIX):
-        return True
-    if not is_dir(path):
-        return False
-    if name in _SAVE_DIRS:
-        return True
-    if not (roles and name in ROLES):
-        return False
-    inside = children(path)
-    return not inside or any(_is_save_piece(path / entry, roles=False) for entry in inside)
-
-
 def refuse_unfinished_step(given: Path, err: MfsdpError) -> None:
     """IncompleteCheckpointError (exit 1) where `given`, a step dir given directly, is a
     save that did not finish and reading it failed with `err`: what it lacks and the step
     dirs beside it, as a tracker naming it is told. Returns for any other path or error: a
     dir not named as a step (its run is not listed) and a step-named dir holding no save
-    (`_holds_save_pieces`), whose own line stands."""
+    (`holds_save_pieces`), whose own line stands."""
     if isinstance(err, DamagedRunDirError) or not is_step_name(given.name):
         return
     said = step_unfinished_said(given, err)

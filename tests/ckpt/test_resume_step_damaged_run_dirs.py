@@ -118,7 +118,7 @@ def test_only_what_a_resumed_run_saves_over_is_refused(tmp_path):
     with pytest.raises(layout.DamagedRunDirError) as caught:
         run_steps.resume_step(run)
     assert str(caught.value).endswith(
-        "and resuming step 2, this run's save of step 3 replaces it: move it away"
+        "and resuming step 2, a save of step 3 replaces it: move it away"
     )
 
 

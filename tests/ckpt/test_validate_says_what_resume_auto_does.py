@@ -38,7 +38,7 @@ def test_validate_keeps_the_note_inspect_prints(tmp_path):
     assert note == (
         f"checkpoint.resume=auto refuses this run dir: {run / 'global_step_6'} holds no"
         " manifest.json, which mfsdp writes last (a save that did not finish), and resuming"
-        " step 4, this run's save of step 6 replaces it: move it away"
+        " step 4, a save of step 6 replaces it: move it away"
     )
     assert validate_checkpoint(run).note == note
 

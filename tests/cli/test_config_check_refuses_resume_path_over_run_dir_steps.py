@@ -59,8 +59,8 @@ def test_a_file_at_a_later_steps_name_is_refused_before_torch(tmp_path):
     for err in _refusals(tmp_path, run, run):  # the run dir: its tracked step 4
         assert err.exit_code == EXIT_FAILED
         assert str(err) == (
-            f"{run / 'global_step_6'} is a file, not a step dir, and resuming step 4, this"
-            " run's save of step 6 replaces it: move it away"
+            f"{run / 'global_step_6'} is a file, not a step dir, and resuming step 4, a"
+            " save of step 6 replaces it: move it away"
         )
 
 
@@ -71,7 +71,7 @@ def test_an_empty_later_step_dir_is_refused_as_a_save_that_did_not_finish(tmp_pa
         assert err.exit_code == EXIT_FAILED
         assert str(err) == (
             f"{run / 'global_step_6'} holds no manifest.json, which mfsdp writes last (a save"
-            " that did not finish), and resuming step 4, this run's save of step 6 replaces"
+            " that did not finish), and resuming step 4, a save of step 6 replaces"
             " it: move it away"
         )
 
