@@ -35,5 +35,5 @@ def test_ranks_that_stopped_end_the_demo_as_they_end_train(
     else:
         assert errors == [
             f"error: {stopped}; no checkpoint was saved in {out / 'sft'} yet;"
-            f" `mfsdp demo --out {out}` again starts over"
+            f" `mfsdp demo --out {out} --steps 1 --nproc 1` again starts over"
         ]
