@@ -10,13 +10,14 @@ features that would be dropped are refused.
 
 A column that holds nothing (null cells, empty lists, '': `holds_nothing`) is no media
 column, in JSON as in parquet. `refuse_media_columns` looks cheaply (`mfsdp config check`
-runs it): a JSON table's first row, a parquet file's footer (null counts, a column chunk's
-size), else its column's cells read from its smallest leaf a few at a time up to the first
-holding a value (decoding a row group of geo3k's images to find its first row holding one
-took several times the file's size in memory, and a video longer than a row was refused as
-a broken row, not as media); it is followed in the loaders by `read_rows_refusing_media`,
-which looks at every row as it is read: a text table with geo3k's rows appended trained
-them as text.
+runs it, as do the loaders before they read a row): a JSON table's first row, a parquet
+file's footer (null counts, a column chunk's size; one telling nothing held checked against
+that size and a few cells, as statistics may lie), else its column's cells read from its
+smallest leaf a few at a time up to the first holding a value (decoding a row group of
+geo3k's images to find its first row holding one took several times the file's size in
+memory, and a video longer than a row was refused as a broken row, not as media); it is
+followed in the loaders by `read_rows_refusing_media`, which looks at every row as it is
+read: a text table with geo3k's rows appended trained them as text.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ _BATCH_BYTES = 256 << 10
 def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
     """Whether a cell of `column` of the parquet file at `path` holds a value, no media byte
     read where the footer tells. Of the null type: no. Each row group's footer statistics
-    tell first (`_footer_tells`); the row groups they leave open are read from the column's
-    smallest leaf (`_read_holds_a_value`), a few cells at a time until one holds a value: a
-    file with or without statistics gets one answer. A file that cannot be read so holds
-    one."""
+    tell first (`_footer_tells`), one telling none holds a value checked against its first
+    few cells (`_first_cells_hold_a_value`); the row groups they leave open are read from
+    the column's smallest leaf (`_read_holds_a_value`), a few cells at a time until one
+    holds a value: a file with or without statistics gets one answer. A file that cannot be
+    read so holds one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -78,6 +80,13 @@ def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
             groups = range(table.metadata.num_row_groups)
             told = [_footer_tells(table.metadata.row_group(at), leaves, kind) for at in groups]
             if True in told:
+                return True
+            # a footer telling nothing is checked against its group's first cells: a footer
+            # whose statistics lie (every cell null) passed here while the loader, reading
+            # every row, refused the file at its first
+            if any(
+                _first_cells_hold_a_value(table, at, leaves) for at in groups if told[at] is False
+            ):
                 return True
             return any(_read_holds_a_value(table, at, leaves) for at in groups if told[at] is None)
     except Exception as err:  # pyarrow raises several types for a broken file
@@ -101,7 +110,8 @@ def _footer_tells(group: Any, leaves: range, kind: Any) -> bool | None:
     `kind` stored as `leaves`, holds a value as its footer tells, or None where it does not.
     A list or struct holds one where a leaf value is counted by statistics or proved by its
     size (`_size_proves`: all leaves null leaves `[None]` or `[]` open); a flat column holds
-    none where every cell is null, and one where a cell is not and every such cell is a
+    none where every cell is null and its size agrees (statistics saying so of a chunk its
+    nulls could not fill are read), and one where a cell is not and every such cell is a
     value (bytes, numbers but floats: text may be '' and a float NaN) or where its size
     proves a value."""
     import pyarrow as pa
@@ -114,8 +124,8 @@ def _footer_tells(group: Any, leaves: range, kind: Any) -> bool | None:
     stats = chunk.statistics
     every = _every_cell_not_null_holds_a_value(kind)
     if stats is not None and stats.has_null_count:
-        if stats.null_count == chunk.num_values:
-            return False
+        if stats.null_count == chunk.num_values:  # a size past nulls' says it lies: read
+            return None if _size_proves(chunk, 0) else False
         if every:
             return True
     if every and _size_proves(chunk, 0):
@@ -172,6 +182,23 @@ def _read_holds_a_value(table: Any, group: int, leaves: range) -> bool:
     rows = max(1, min(_BATCH_ROWS, _BATCH_BYTES // max(row_bytes, 1)))
     batches = table.iter_batches(rows, row_groups=[group], columns=[smallest.path_in_schema])
     return any(_cells_hold_a_value(batch.column(0)) for batch in batches)
+
+
+# cells of a row group read where its footer tells none holds a value: a fixed few, as the
+# footer's sizes, which may lie too, cannot size the read
+_FEW_CELLS = 8
+
+
+def _first_cells_hold_a_value(table: Any, group: int, leaves: range) -> bool:
+    """Whether one of the first `_FEW_CELLS` cells of row group `group` of the parquet file
+    `table`, of the flat column stored as `leaves` (the one `_footer_tells` says holds
+    nothing), holds a value: the statistics telling so are checked, a few cells, whatever
+    the footer says of their sizes."""
+    (leaf,) = leaves
+    column = table.metadata.row_group(group).column(leaf).path_in_schema
+    for batch in table.iter_batches(_FEW_CELLS, row_groups=[group], columns=[column]):
+        return _cells_hold_a_value(batch.column(0))  # the first batch alone
+    return False
 
 
 def _counts_a_value(chunk: Any) -> bool:
