@@ -63,8 +63,12 @@ _NEXT_ITEM = re.compile(r"\s*(array\b|\S)")
 # tokens (some thousands of turns) reads as a prompt; a turn's text is one token, however long.
 # The scan itself pays per line as well (4 M line breaks, which make no token counted, took
 # 13 s), so a text of more lines than tokens allowed is not scanned: each line of a chat any
-# of these writers leaves holds a token (a turn's line breaks are written escaped).
+# of these writers leaves holds a token (a turn's line breaks are written escaped). Lines
+# holding nothing but spaces are dropped first (`_BLANK_LINES`, one pass): they hold no
+# token of any of these forms, and a chat padded with 20,000 of them read as a prompt.
 _MAX_TOKENS = 20_000
+# line breaks with nothing between them but spaces JSON and Python both skip: one is kept
+_BLANK_LINES = re.compile(r"\n(?:[ \t\r]*+\n)++")
 _MAX_DEPTH = 100
 _LITERAL_KEYWORDS = frozenset({"True", "False", "None"})
 _LITERAL_OPS = frozenset({*"[]{}(),:+-=", "..."})
@@ -90,7 +94,7 @@ def chat_written_as_text(text: str, column: str) -> str | None:
     """Why the text prompt `text` of `column` cannot train (chat turns written out as JSON, as
     a Python literal or as numpy's text of an array, CSV-quoted or not, which form named), or
     None when it is a prompt to read as text."""
-    stripped = text.strip()
+    stripped = _BLANK_LINES.sub("\n", text.strip())
     if not _shaped_as_written(stripped):
         return None
     if not all(key.search(stripped) for key in _TURN_KEYS):

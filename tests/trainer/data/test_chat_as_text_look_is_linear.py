@@ -5,8 +5,10 @@ Was: each comma numpy's `str()` leaves out between items (one per `...`) was put
 copying the whole text, so a 6 MB cell with 12,000 `...` took 52 s in `mfsdp config check`
 (the bound on tokens is none on size: a turn's text is one token); and every line break
 costs the scan a step of its own without making a token it counts, so a cell of 4 M line
-breaks took 13 s. A cell of a turn's long text is still looked at whole: the turns of a
-chat written out are refused however long (test_chat_as_text_parse_bounded.py).
+breaks took 13 s (blank lines are now dropped in one pass before the scan, other lines
+past the bound on tokens not scanned). A cell of a turn's long text is still looked at
+whole: the turns of a chat written out are refused however long
+(test_chat_as_text_parse_bounded.py).
 """
 
 from __future__ import annotations
@@ -62,9 +64,17 @@ def lines_read(monkeypatch) -> list[int]:
     return read
 
 
-def test_line_breaks_are_not_scanned_past_the_token_bound(lines_read):
+def test_blank_lines_are_not_scanned(lines_read):
+    """Blank lines are dropped in one pass before the scan: the padded chat is refused."""
     breaks = 4 * chat_as_text._MAX_TOKENS
     text = "[{'role': 'user', 'content': 'hi'}" + "\n" * breaks + " ...]"
+    assert chat_written_as_text(text, "prompt")
+    assert lines_read[0] <= 4
+
+
+def test_lines_are_not_scanned_past_the_token_bound(lines_read):
+    lines = 4 * chat_as_text._MAX_TOKENS
+    text = "[{'role': 'user', 'content': 'hi'}" + "\n1" * lines + " ...]"
     assert chat_written_as_text(text, "prompt") is None
     assert lines_read[0] <= chat_as_text._MAX_TOKENS
 
