@@ -739,9 +739,14 @@ def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
     )
 
 
-# A probe turn's content, numbered per turn: text no template writes of its own, kept whole
-# by tojson and trim, no marker a part of another ("_1_" is in no "_11_")
-_PROBE_MARKER = "mfsdp_turn_probe_{}_7f3a9c"
+# A probe turn's content: text no template writes of its own, its turn's number at both ends
+# (`_PROBE_END`, letters and digits alone, no end a part of another: "zq1qz" is in no
+# "zq11qz"). A turn is rendered where an end is in the text, case aside: a template that
+# changes a turn's text (upper, capitalize, title, trim, tojson, replace of '_', a slice or
+# truncate keeping its front or its back) still shows it, where the whole marker matched as
+# written judged such a turn left out.
+_PROBE_END = "zq{}qz"
+_PROBE_MARKER = f"{_PROBE_END}_mfsdp_turn_probe_7f3a9c_{_PROBE_END}"
 # Shapes whose `dropped_turns` answer a tokenizer keeps: a dataset has a few; past this many
 # (every row its own shape) a row is probed uncached rather than memory held per row
 _SHAPES_KEPT = 4096
@@ -757,10 +762,11 @@ def dropped_turns(
 ) -> tuple[int, ...] | None:
     """The indexes of `turns` that `tokenizer`'s chat template leaves out of a chat of their
     shape: the turns, each its role, keys and tool calls, their contents replaced by numbered
-    markers, rendered once; a turn whose marker is not in the text is left out. Whether a
-    template renders a turn can depend on the chat around it (Mistral-v0.3's writes the
-    system turn into the last turn only where that is a user turn), so a probe of fixed
-    layouts misjudged prompts. None where the template raises on the probe (the row's own
+    markers, rendered once; a turn neither of whose marker's ends is in the text, case
+    aside, is left out (`_PROBE_MARKER`: what a template does to a turn's text keeps one).
+    Whether a template renders a turn can depend on the chat around it (Mistral-v0.3's
+    writes the system turn into the last turn only where that is a user turn), so a probe
+    of fixed layouts misjudged prompts. None where the template raises on the probe (the row's own
     check of texts decides then). Asked once per template and shape (the roles, which turns
     call tools, the generation prompt), so a file of a few shapes costs a few renders, not
     one per row; rendered unbounded (`truncated`), as the probe is no row."""
@@ -772,7 +778,7 @@ def dropped_turns(
     answers = _DROPPED.setdefault(tokenizer, {})
     if shape in answers:
         return answers[shape]
-    markers = [_PROBE_MARKER.format(index) for index in range(len(turns))]
+    markers = [_PROBE_MARKER.format(index, index) for index in range(len(turns))]
     probe = [{**turn, "content": marker} for turn, marker in zip(turns, markers, strict=True)]
     try:
         text = chat_ids(
@@ -781,8 +787,9 @@ def dropped_turns(
             replace(limit, truncated=True),
             add_generation_prompt=add_generation_prompt,
         )["text"]
+        text = text.lower()
         answer: tuple[int, ...] | None = tuple(
-            index for index, marker in enumerate(markers) if marker not in text
+            index for index in range(len(turns)) if _PROBE_END.format(index) not in text
         )
     except ChatFormatError:
         answer = None
