@@ -573,12 +573,18 @@ def _rollout() -> Iterator[tuple[str, Off]]:
 
 
 def _single_turn() -> Iterator[tuple[str, Off]]:
-    """The switches of verl's multi-turn rollouts, tools and agent loops, all off."""
+    """The switches of verl's multi-turn rollouts, tools and agent loops, all off: its
+    RLHFDataset reads the tool keys under `data.` too (`need_tools_kwargs`, the default of a
+    row's `extra_info.need_tools_kwargs`, whose rows are refused: trainer.grpo.
+    unsupported_rows), so each is refused with this reason, not taken for a typo."""
     for key, values in {
         ROLLOUT + "multi_turn.enable": (False,),
         ROLLOUT + "multi_turn.tool_config_path": (None,),
+        ROLLOUT + "multi_turn.function_tool_path": (None,),
         ROLLOUT + "multi_turn.interaction_config_path": (None,),
         "data.tool_config_path": (None,),
+        "data.function_tool_path": (None,),
+        "data.need_tools_kwargs": (False,),
         ROLLOUT + "agent.default_agent_loop": ("single_turn_agent",),
         ROLLOUT + "agent.agent_loop_config_path": (None,),
         ROLLOUT + "agent.custom_async_server.path": (None,),
@@ -905,7 +911,6 @@ def _newer_switches() -> Iterator[tuple[str, Off]]:
             grpo,
         ),
     )
-    yield "data.function_tool_path", Off((None,), "no tools", SINGLE_TURN, grpo)
     yield (
         "data.mm_processor_kwargs",
         Off(({}, None), "no multimodal inputs", "the models trained here are text models", grpo),

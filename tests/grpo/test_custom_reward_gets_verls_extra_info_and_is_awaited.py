@@ -107,16 +107,15 @@ def test_an_extra_info_verl_cannot_read_is_refused_when_the_data_loads(
     tmp_path, tokenizer, extra_info, shown
 ):
     path = _jsonl(tmp_path, [_row(), _row(extra_info=extra_info)])
-    with pytest.raises(RLDataError) as raised:
-        load_rl_prompts([path], RLDataConfig(), tokenizer, custom_reward=True)
-    assert raised.value.exit_code == EXIT_USAGE
-    assert str(raised.value) == (
-        f"{path}:2: extra_info is {shown}: a reward function is given extra_info as a dict, "
-        "as verl gives it (leave it out or null for {})"
-    )
-    # the built-in rules do not read it: such rows load as before
-    prompts, _ = load_rl_prompts([path], RLDataConfig(), tokenizer)
-    assert prompts[1].extra_info == extra_info
+    for custom_reward in (True, False):  # verl stops on it whatever the reward
+        with pytest.raises(RLDataError) as raised:
+            load_rl_prompts([path], RLDataConfig(), tokenizer, custom_reward=custom_reward)
+        assert raised.value.exit_code == EXIT_USAGE
+        assert str(raised.value) == (
+            f"{path}:2: extra_info is {shown}: verl reads every row's extra_info as a dict and"
+            " stops on anything else, and a reward function is given it as one; write it as a"
+            " struct (a JSON object), or leave it out or null for {}"
+        )
 
 
 def _async_reward(tmp_path, body: str) -> str:

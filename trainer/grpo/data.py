@@ -15,11 +15,12 @@ take any other value (a list, a dict, null or empty: a judge's or a test runner'
 none, and verl gives it as it is) and any data_source text (a missing or null one is given
 as "", a binary one decoded as UTF-8; another value is refused, its text a guess): the
 ground truth is given to it unchanged.
-Its `extra_info` must then be a dict, or missing or null (given as `{}`), as verl reads it:
-the function is given it as verl's reward manager gives it (`reward_extra_info`).
-A row of verl's tool or interaction tables, or whose prompt holds a multimodal placeholder
-with no media column (unless `data.placeholders_as_text`), is refused (`unsupported_row`):
-it trained as another task.
+A row's `extra_info` must be a dict, or missing or null (given as `{}`), whatever the reward,
+as verl reads it before training (`checked_extra_info`); a custom function is given it as
+verl's reward manager gives it (`reward_extra_info`).
+A row of verl's tool or interaction tables or naming an agent loop (`agent_name`), or whose
+prompt holds a multimodal placeholder with no media column (unless
+`data.placeholders_as_text`), is refused (`unsupported_row`): it trained as another task.
 """
 
 from __future__ import annotations
@@ -47,15 +48,16 @@ from trainer.data.media_columns import read_rows_refusing_media, refuse_media_co
 from trainer.data.row_table import IntLists, Pickled, RowTable, Shared, TextTuples
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.prompt_row import checked_prompt_row
-from trainer.grpo.unsupported_rows import unsupported_row
+from trainer.grpo.unsupported_rows import TASK_COLUMNS, unsupported_row
 from trainer.progress import item_bar
 from trainer.rewards.dispatch import (
     ground_truth_text,
     no_text_to_compare,
 )
 
-# what a row gives besides its prompt (`data.prompt_key`): the reward's inputs
-RL_COLUMNS = ("reward_model", "data_source", "extra_info")
+# what a row gives besides its prompt (`data.prompt_key`): the reward's inputs, and the
+# columns telling a row of another rollout (`TASK_COLUMNS`: extra_info and agent_name)
+RL_COLUMNS = ("reward_model", "data_source", *TASK_COLUMNS)
 
 
 class RLDataError(MfsdpUsageError, ValueError):
@@ -142,16 +144,19 @@ def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
 
 
 def checked_extra_info(value: Any) -> str | None:
-    """Why `value` cannot be the `extra_info` a custom reward function is given, or None when
-    it can: verl reads a row's extra_info as a dict (a missing or null one as `{}`) and adds
-    its `num_turns` to it, and stops on anything else before training, so a verl reward file
-    may call `extra_info.get(...)`; here that failed only at the first reward."""
+    """Why `value` cannot be a row's `extra_info`, or None when it can: verl's RLHFDataset
+    reads every row's extra_info as a dict (a missing or null one as `{}`), whatever the
+    reward, and stops on anything else before training (JSON text or a parquet map too), so
+    a verl reward file may call `extra_info.get(...)`. Refused whatever the reward: with a
+    built-in one such a table trained here, where verl stops (a tool row written so is
+    refused for its tools first: `unsupported_rows` reads the dict it holds)."""
     if value is None or isinstance(value, dict):
         return None
     return (
-        f"extra_info is {type(value).__name__} {cut_to(repr(value), 60)}: a reward function is"
-        " given "
-        "extra_info as a dict, as verl gives it (leave it out or null for {})"
+        f"extra_info is {type(value).__name__} {cut_to(repr(value), 60)}: verl reads every"
+        " row's extra_info as a dict and stops on anything else, and a reward function is"
+        " given it as one; write it as a struct (a JSON object), or leave it out or null"
+        " for {}"
     )
 
 
@@ -197,8 +202,8 @@ def load_rl_prompts(
     """(prompts, number of rows dropped for being longer than data.max_prompt_length).
     `custom_reward`: a `reward.path` function scores the rows, which may take a ground truth
     the built-in rules cannot (a list, a dict)."""
-    # the columns a row is read through, those verl's RLHFDataset and reward manager read:
-    # no other is decoded (files.py)
+    # the columns a row is read through, those verl's RLHFDataset, agent loop and reward
+    # manager read: no other is decoded (files.py)
     read = (cfg.prompt_key, *RL_COLUMNS)
     for path in files:  # from its footer or first row: a media column is not decoded
         refuse_media_columns(path)

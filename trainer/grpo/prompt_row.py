@@ -1,5 +1,8 @@
 """A GRPO data row checked as `load_rl_prompts` checks it (calling this) before it renders
-the prompt: its prompt column, ground truth, data_source or extra_info, and prompt turns.
+the prompt: its prompt column, whether it asks for tools or an agent loop
+(`unsupported_task`, first: no remedy the later refusals offer trains such a row), ground
+truth, data_source, extra_info (a dict or null, whatever the reward, as verl reads it), and
+prompt turns.
 None of this needs a tokenizer, so `mfsdp config check` and the launcher run it on a file's
 first row before torch loads (`cli/first_rows.py`): a file of other columns was refused only
 by train, after the model had loaded."""
@@ -10,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from trainer.data.table_kinds import table_kind_hint
+from trainer.grpo.unsupported_rows import unsupported_task
 from trainer.rewards.dispatch import built_in_rule, no_built_in_reward
 
 
@@ -47,6 +51,8 @@ def checked_prompt_row(
             f"{where}: no '{prompt_key}' column (found {sorted(whole)})"
             f"{table_kind_hint(whole, 'grpo')}"
         )
+    if why := unsupported_task(row):  # before a refusal whose remedy would not train it
+        raise RLDataError(f"{where}: {why}")
     reward_model = row.get("reward_model") or {}
     if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
         raise RLDataError(f"{where}: no reward_model.ground_truth")
@@ -61,7 +67,7 @@ def checked_prompt_row(
     source = row_data_source(row, where)
     if not custom_reward and built_in_rule(source) is None:
         raise RLDataError(f"{where}: {no_built_in_reward(source)}")
-    if custom_reward and (bad_extra := checked_extra_info(row.get("extra_info"))):
+    if bad_extra := checked_extra_info(row.get("extra_info")):
         raise RLDataError(f"{where}: {bad_extra}")
     try:
         return PromptRow(chat_turns(row[prompt_key], prompt_key), source)

@@ -8,7 +8,14 @@ row and key: they trained as a silently different task.
   `tools_kwargs` / `interaction_kwargs` holding a value. Their
   system prompt asks the policy to call a tool it is never offered: the rollout here is
   single-turn, as the refusal of verl's `multi_turn.*` keys says (docs/verl.md). False,
-  null and empty values (`holds_nothing`, a dict of nothing too) ask for nothing.
+  null and empty values (`holds_nothing`, a dict of nothing too) ask for nothing. An
+  `extra_info` written as JSON text or a parquet map is read as the dict it holds for this
+  check: verl stops on either (`checked_extra_info` refuses it), but changing its form
+  would not make such a row train, so it is refused as the tool row it is.
+- Rows naming one of verl's agent loops (`agent_name` other than null or
+  `single_turn_agent`: gsm8k_tool_agent_loop's `tool_agent`, a custom agent): verl's
+  agent-loop rollout runs that loop for the row, as `rollout.agent.default_agent_loop`
+  does for a row without the column, and that key is refused at any other value.
 - Prompts holding verl's multimodal placeholders (`<image>`, `<video>`: the exact tokens
   verl's RLHFDataset splits a row's text at, every one of them, to place each image or
   video, where the row has an images or videos column; a row without one trains them as
@@ -19,11 +26,15 @@ row and key: they trained as a silently different task.
   such as `<img>`, `<Image>` or "image" is no placeholder.
 
 `unsupported_row` needs no tokenizer: `load_rl_prompts` runs it on every row, and
-`mfsdp config check` on the first row of every train and val file.
+`mfsdp config check` on the first row of every train and val file. `unsupported_task`, its
+tool and agent part, runs first in `checked_prompt_row` too: a refusal offering a remedy
+(a reward function for a dict ground truth) sent the writer of such a row to write one, only
+to be refused for its tools next.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -34,6 +45,12 @@ from trainer.data.empty_cells import holds_nothing
 TOOL_KEYS = ("tools_kwargs", "interaction_kwargs")
 # need_tools_kwargs written as text meaning false (lower-cased, stripped)
 FALSE_TEXTS = frozenset({"false", "0", "no", "off"})
+# the column verl's agent-loop rollout picks a row's loop by, and the loop that is the
+# single-turn rollout here (verl's default_agent_loop)
+AGENT_COLUMN = "agent_name"
+SINGLE_TURN_AGENT = "single_turn_agent"
+# the columns `unsupported_row` reads besides the prompt
+TASK_COLUMNS = ("extra_info", AGENT_COLUMN)
 # the placeholder token verl's RLHFDataset expands, and the media column it stands for
 PLACEHOLDERS = {"<image>": "images", "<video>": "videos"}
 # verl splits a multimodal row's text at each of these, wherever it is (a row with no
@@ -46,16 +63,55 @@ AS_TEXT_KEY = "data.placeholders_as_text"
 def unsupported_row(
     row: dict[str, Any], prompt_key: str, *, placeholders_as_text: bool = False
 ) -> str | None:
-    """Why the RL `row` (read through `prompt_key` and `extra_info`) trains as another task
-    here, or None: a tool or interaction row, or a prompt with a media placeholder (unless
-    `placeholders_as_text`, `data.placeholders_as_text`: the table means them as text)."""
-    if why := _tool_key(row.get("extra_info")):
+    """Why the RL `row` (read through `prompt_key` and `TASK_COLUMNS`) trains as another
+    task here, or None: a tool, interaction or agent-loop row (`unsupported_task`), or a
+    prompt with a media placeholder (unless `placeholders_as_text`,
+    `data.placeholders_as_text`: the table means them as text)."""
+    if why := unsupported_task(row):
         return why
     return None if placeholders_as_text else _placeholder(row.get(prompt_key), prompt_key)
 
 
-def _tool_key(extra_info: Any) -> str | None:
-    if not isinstance(extra_info, dict):
+def unsupported_task(row: dict[str, Any]) -> str | None:
+    """Why `row` asks for a rollout other than the single-turn one here (tools, an
+    interaction, an agent loop), or None: no change of the row's other columns trains it."""
+    return _tool_key(_as_mapping(row.get("extra_info"))) or _agent_loop(row.get(AGENT_COLUMN))
+
+
+def _as_mapping(extra_info: Any) -> dict | None:
+    """`extra_info` as the dict its writer meant, or None: a dict, JSON text of an object
+    (`json.dumps` of verl's dict) or a parquet map's (key, value) pairs, as pyarrow reads
+    one. Only the tool check reads it so: verl reads a dict alone."""
+    if isinstance(extra_info, dict):
+        return extra_info
+    if isinstance(extra_info, str):
+        try:
+            parsed = json.loads(extra_info)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    if isinstance(extra_info, (list, tuple)) and all(
+        isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)
+        for pair in extra_info
+    ):
+        return dict(extra_info)
+    return None
+
+
+def _agent_loop(name: Any) -> str | None:
+    if name is None or name == SINGLE_TURN_AGENT:
+        return None
+    return (
+        f"{AGENT_COLUMN} is {cut_to(repr(name), 40)}: verl's agent loops are not supported"
+        " (the rollout here is single-turn: one response per prompt, no tools, interactions"
+        " or custom agent loops, as rollout.agent.default_agent_loop other than"
+        f" {SINGLE_TURN_AGENT} is refused); drop the {AGENT_COLUMN} column (or set it to"
+        f" null or {SINGLE_TURN_AGENT}) and any prompt text asking for a tool"
+    )
+
+
+def _tool_key(extra_info: dict | None) -> str | None:
+    if extra_info is None:
         return None
     flag = extra_info.get("need_tools_kwargs")
     held = [key for key in TOOL_KEYS if not holds_nothing(extra_info.get(key), nested=True)]
