@@ -27,9 +27,22 @@ def template_text(name: str) -> str:
     return (TEMPLATES / f"{name}.jinja").read_text()
 
 
+# the markers other templates write besides those, one token each as in their tokenizers
+OTHER_TOKENS = {
+    "vllm_mistral": ["[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"],
+    # DeepSeek's markers are spelt with fullwidth bars and a lower-block underscore
+    "deepseek_r1_jan2025": [
+        "<\uff5cUser\uff5c>",
+        "<\uff5cAssistant\uff5c>",
+        "<\uff5cend\u2581of\u2581sentence\uff5c>",
+    ],
+}
+
+
 def qwen_tokenizer(name: str) -> Any:
-    """The tiny tokenizer with the Qwen chat template `name` (qwen2_5_instruct, qwen3)."""
+    """The tiny tokenizer with the chat template `name` of tests/fixtures/chat_templates
+    (qwen2_5_instruct, qwen3, or another family's, whose markers are added too)."""
     tokenizer = build_tokenizer()
-    tokenizer.add_tokens(QWEN_TOKENS)
+    tokenizer.add_tokens(QWEN_TOKENS + OTHER_TOKENS.get(name, []))
     tokenizer.chat_template = template_text(name)
     return tokenizer

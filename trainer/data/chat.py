@@ -384,11 +384,12 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
             f"chat turns must be a list of {{role, content}}, found {type(turns).__name__}"
             f" {cut_to(repr(turns), 80)}"
         )
-    for turn in turns:
+    for number, turn in enumerate(turns, 1):
         if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
             raise ChatFormatError(
                 f"each chat turn needs 'role' and 'content', found {cut_to(repr(turn), 200)}"
             )
+        _check_tool_calls(number, turn)
         content = turn["content"]
         calls_tools = tool_calls_without_content and content is None and turn.get("tool_calls")
         if isinstance(content, float) and math.isnan(content):  # pandas' missing value
@@ -405,6 +406,32 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
             )
         _check_role(turn["role"])
     return [dict(turn) for turn in turns]
+
+
+def _check_tool_calls(number: int, turn: dict) -> None:
+    """A turn's `tool_calls` that is not a list of objects is refused: JSON text (as a
+    parquet or JSON export stores nested lists) reached the template as a string, which
+    Hermes' looped over one character at a time, training some eighty empty calls; verl
+    passes it on as it is, so trains the same. Null and `[]` are no calls."""
+    calls = turn.get("tool_calls")
+    if calls is None or _is_call_list(calls):
+        return
+    found = (
+        next(call for call in calls if not isinstance(call, dict))
+        if isinstance(calls, (list, tuple))
+        else calls
+    )
+    hint = " (JSON text: store the calls as a list, not its text)" if isinstance(calls, str) else ""
+    raise ChatFormatError(
+        f"turn {number} ({turn.get('role')!r}): tool_calls must be a list of objects"
+        f" ({{function: {{name, arguments}}}}), found {_kind(found)} {cut_to(repr(found), 80)}"
+        f"{hint}"
+    )
+
+
+def _is_call_list(calls: Any) -> bool:
+    """Whether a turn's `tool_calls` is a list of objects, as templates read it."""
+    return isinstance(calls, (list, tuple)) and all(isinstance(call, dict) for call in calls)
 
 
 def _given_keys(turn: dict) -> dict:
@@ -434,8 +461,19 @@ def _without_nulls(value: Any) -> Any:
 def _template_turns(turns: Iterable[dict]) -> list[dict]:
     """Turns as the chat template sees them: each turn's keys as the data file gives them,
     as verl passes them to apply_chat_template, less those whose value is null
-    (`_given_keys`). No key is renamed: a template reads the keys it knows."""
-    return [_given_keys(turn) for turn in turns]
+    (`_given_keys`), and `tool_calls: []` read as null: OpenAI exports write it on plain
+    replies, and templates testing `is defined` rendered it (Gemma 3's trained every reply
+    with a `[]` before it, Llama 3.1's "No tool calls found." instead of it). No key is
+    renamed: a template reads the keys it knows. (The resume digest, `turn_keys_texts`,
+    keeps the `[]` it always recorded.)"""
+    return [_without_no_calls(_given_keys(turn)) for turn in turns]
+
+
+def _without_no_calls(turn: dict) -> dict:
+    """`turn` without its `tool_calls` key where that holds no call (`[]`)."""
+    if "tool_calls" in turn and not turn["tool_calls"]:
+        return {key: value for key, value in turn.items() if key != "tool_calls"}
+    return turn
 
 
 def turn_texts(turns: Iterable[dict]) -> tuple[str, ...]:
@@ -662,17 +700,23 @@ def refuse_unrendered_tool_calls(
     *,
     add_generation_prompt: bool = False,
 ) -> None:
-    """ChatFormatError when the turns' `tool_calls` do not show in `text`, the turns as
-    `chat_ids` rendered them: rendered without them, the text is the same. A template that
-    ignores them (the tiny model's) trained an assistant turn that called a tool as an
-    empty reply, the call left out. Other keys a template ignores are left to it, as verl
-    leaves them. A row with tool_calls costs one render more, however many turns call a
-    tool (a render per such turn made a row of dozens of calls cost dozens of renders). A
-    template that cannot render the turns without their calls renders the calls (Qwen2.5's
-    adds an assistant turn's content to a string unless the turn has calls: a null
-    content, which a turn that only calls tools has, raises there)."""
-    calling = [turn for turn in turns if turn.get("tool_calls")]
+    """ChatFormatError naming the first turn whose `tool_calls` the template does not render:
+    in the chat of the row's shape (`probed_chat`) a call's name or arguments, each a marker,
+    are not in the text. A template that ignores them (the tiny model's) trained a turn that
+    called a tool as an empty reply; one that only branches on them (vLLM's Mistral example
+    writes `[TOOL_CALLS]` and the turn's content, never a call) trained the model to answer
+    with `[TOOL_CALLS]None`, which rendering the turns with and without their calls took for
+    rendered. Other keys a template ignores are left to it, as verl leaves them. Where the
+    template raises on the probe, the turns are rendered without their calls (one render
+    more) and refused where the text is the same; a template that cannot render them without
+    their calls renders the calls (Qwen2.5's raises on a null content without calls)."""
+    calling = [index for index, turn in enumerate(turns) if turn.get("tool_calls")]
     if not calling:
+        return
+    probe = probed_chat(tokenizer, turns, limit, add_generation_prompt)
+    if probe is not None:
+        if probe.calls_left_out:
+            _refuse_calls_left_out(turns, probe.calls_left_out[0], limit)
         return
     without = [{key: value for key, value in turn.items() if key != "tool_calls"} for turn in turns]
     try:
@@ -680,12 +724,18 @@ def refuse_unrendered_tool_calls(
     except ChatFormatError:  # it renders them: without them it took another branch, and failed
         return
     if rendered["text"] == text:
-        turn = calling[0]
-        raise ChatFormatError(
-            f"{turn['role']!r} turn with tool_calls: {limit.template} does not render"
-            f" them, so tool-calling chats are not trained with it (the calls would be"
-            f" left out), found {cut_to(repr(turn), 200)}"
-        )
+        _refuse_calls_left_out(turns, calling[0], limit)
+
+
+def _refuse_calls_left_out(turns: list[dict], index: int, limit: RowLimit) -> None:
+    """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`."""
+    turn = turns[index]
+    raise ChatFormatError(
+        f"{turn['role']!r} turn with tool_calls: {limit.template} does not render them"
+        f" (turn {index + 1}: its calls' names and arguments are not in the text), so"
+        f" tool-calling chats are not trained with it (the calls would be left out); use a"
+        f" template that renders tool_calls, found {cut_to(repr(turn), 200)}"
+    )
 
 
 def refuse_unrendered_turns(
@@ -707,7 +757,9 @@ def refuse_unrendered_turns(
     quoted in another turn hid it from a comparison of texts. Where the template raises on
     that probe, a turn is refused where the text lacks its content and the turns rendered
     without every such turn are the same text (one render, only for a row with such a
-    turn); a template that fails without them renders them."""
+    turn); a template that fails without them renders them. An assistant turn the template
+    keeps but whose content it leaves out, whole or in part, is refused too
+    (`_refuse_reply_left_out`)."""
     if any(turn["role"] not in ("user", "assistant") for turn in turns):
         for index in dropped_turns(tokenizer, turns, limit, add_generation_prompt) or ():
             if turns[index]["role"] not in ("user", "assistant"):
@@ -717,15 +769,21 @@ def refuse_unrendered_turns(
         for turn in turns
         if isinstance(turn["content"], str) and turn["content"].strip() not in text
     ]
-    if not lacked:
-        return
-    kept = [turn for turn in turns if all(turn is not other for other in lacked)]
-    try:
-        rendered = chat_ids(tokenizer, kept, limit, add_generation_prompt=add_generation_prompt)
-    except ChatFormatError:
-        return
-    if rendered["text"] == text:
-        _refuse_left_out(turns, lacked[0], limit)
+    if lacked:
+        kept = [turn for turn in turns if all(turn is not other for other in lacked)]
+        try:
+            rendered = chat_ids(tokenizer, kept, limit, add_generation_prompt=add_generation_prompt)
+        except ChatFormatError:
+            rendered = None
+        if rendered is not None and rendered["text"] == text:
+            _refuse_left_out(turns, lacked[0], limit)
+    _refuse_reply_left_out(tokenizer, turns, limit, text, add_generation_prompt)
+
+
+def _squeezed(text: str) -> str:
+    """`text` without whitespace, in lower case: a content the template re-lays (Qwen3's
+    `<think>` on lines of its own), trims or capitalizes is still in the text so read."""
+    return "".join(text.split()).lower()
 
 
 def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
@@ -739,6 +797,49 @@ def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
     )
 
 
+def _refuse_reply_left_out(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, text: str, add_generation_prompt: bool
+) -> None:
+    """ChatFormatError naming the first assistant turn whose content the template leaves
+    out of `text` though it renders the turn: Hermes' and Llama 3.1's write no content in a
+    turn that calls tools (its marker is missing in the chat of the row's shape,
+    `probed_chat`), DeepSeek-R1's first template keeps only what follows `</think>` (a line
+    of the content is not in the text, whitespace and case aside). verl trains such a turn
+    without its text, silently: a distillation set lost all its reasoning. A content the
+    template changes but keeps (trimmed, capitalized) is in the text; a blank one loses
+    nothing. The turns of other roles are judged by `refuse_unrendered_turns` alone."""
+    replies = [
+        index
+        for index, turn in enumerate(turns)
+        if turn["role"] == "assistant"
+        and isinstance(turn["content"], str)
+        and turn["content"].strip()
+    ]
+    if not replies:
+        return
+    probe = probed_chat(tokenizer, turns, limit, add_generation_prompt)
+    squeezed: str | None = None  # the text without its whitespace, lower case, once needed
+    for index in replies:
+        content = turns[index]["content"]
+        dropped = probe is not None and index in probe.left_out
+        if not dropped and content.strip() in text:
+            continue
+        squeezed = squeezed if squeezed is not None else _squeezed(text)
+        if not dropped and _squeezed(content) in squeezed:
+            continue
+        missing = next(
+            (line for line in content.splitlines() if _squeezed(line) not in squeezed), content
+        ).strip()
+        raise ChatFormatError(
+            f"turn {index + 1}, role 'assistant': {limit.template} renders the turn but"
+            f" leaves out its content, or a part ({cut_to(repr(missing), 80)}), so it would"
+            " be trained without it (verl drops it silently); use a template that renders"
+            " it, or move what it drops into a key the template renders (reasoning into"
+            " 'reasoning_content' where it reads that; the text of a turn with tool_calls"
+            " into a turn of its own)"
+        )
+
+
 # A probe turn's content: text no template writes of its own, its turn's number at both ends
 # (`_PROBE_END`, letters and digits alone, no end a part of another: "zq1qz" is in no
 # "zq11qz"). A turn is rendered where an end is in the text, case aside: a template that
@@ -747,55 +848,124 @@ def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
 # written judged such a turn left out.
 _PROBE_END = "zq{}qz"
 _PROBE_MARKER = f"{_PROBE_END}_mfsdp_turn_probe_7f3a9c_{_PROBE_END}"
-# Shapes whose `dropped_turns` answer a tokenizer keeps: a dataset has a few; past this many
+# A probe call's name and arguments, numbered over the chat's calls as the turns are
+_CALL_NAME = "zn{}nz"
+_CALL_ARGUMENT = "za{}az"
+# Shapes whose `probed_chat` answer a tokenizer keeps: a dataset has a few; past this many
 # (every row its own shape) a row is probed uncached rather than memory held per row
 _SHAPES_KEPT = 4096
 
-# Each tokenizer's `dropped_turns` answers, by (chat template, shape of the chat)
-_DROPPED: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[int, ...] | None]] = (
-    weakref.WeakKeyDictionary()
-)
+
+@dataclass(frozen=True)
+class Probe:
+    """What a chat template leaves out of a chat of some shape (`probed_chat`): the indexes
+    of the turns whose content is not in the text, and of those with a call whose name or
+    arguments are not."""
+
+    left_out: tuple[int, ...]
+    calls_left_out: tuple[int, ...]
+
+
+# Each tokenizer's `probed_chat` answers, by (chat template, shape of the chat)
+_PROBES: weakref.WeakKeyDictionary[Any, dict[tuple, Probe | None]] = weakref.WeakKeyDictionary()
 
 
 def dropped_turns(
     tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool = False
 ) -> tuple[int, ...] | None:
     """The indexes of `turns` that `tokenizer`'s chat template leaves out of a chat of their
-    shape: the turns, each its role, keys and tool calls, their contents replaced by numbered
-    markers, rendered once; a turn neither of whose marker's ends is in the text, case
-    aside, is left out (`_PROBE_MARKER`: what a template does to a turn's text keeps one).
-    Whether a template renders a turn can depend on the chat around it (Mistral-v0.3's
-    writes the system turn into the last turn only where that is a user turn), so a probe
-    of fixed layouts misjudged prompts. None where the template raises on the probe (the row's own
-    check of texts decides then). Asked once per template and shape (the roles, which turns
-    call tools, the generation prompt), so a file of a few shapes costs a few renders, not
-    one per row; rendered unbounded (`truncated`), as the probe is no row."""
+    shape (`probed_chat`); None where the template raises on the probe."""
+    probe = probed_chat(tokenizer, turns, limit, add_generation_prompt)
+    return None if probe is None else probe.left_out
+
+
+def probed_chat(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool = False
+) -> Probe | None:
+    """What `tokenizer`'s chat template leaves out of a chat of the shape of `turns`: the
+    turns, each its role and keys, their contents replaced by numbered markers and each
+    tool call's name and arguments by others (`_probe_call`), rendered once; a turn neither
+    of whose marker's ends is in the text, case aside, is left out (`_PROBE_MARKER`: what a
+    template does to a turn's text keeps one), and so are the calls of a turn one of whose
+    call markers is missing. Whether a template renders a turn can depend on the chat around
+    it (Mistral-v0.3's writes the system turn into the last turn only where that is a user
+    turn), so a probe of fixed layouts misjudged prompts. None where the template raises on
+    the probe (the row's own check of texts decides then). Asked once per template and shape
+    (the roles, each turn's calls laid out, the generation prompt), so a file of a few shapes
+    costs a few renders, not one per row; rendered unbounded (`truncated`), as the probe is
+    no row."""
     shape = (
         str(getattr(tokenizer, "chat_template", "")),
-        tuple((turn["role"], bool(turn.get("tool_calls"))) for turn in turns),
+        tuple((turn["role"], _calls_shape(turn.get("tool_calls"))) for turn in turns),
         add_generation_prompt,
     )
-    answers = _DROPPED.setdefault(tokenizer, {})
+    answers = _PROBES.setdefault(tokenizer, {})
     if shape in answers:
         return answers[shape]
-    markers = [_PROBE_MARKER.format(index, index) for index in range(len(turns))]
-    probe = [{**turn, "content": marker} for turn, marker in zip(turns, markers, strict=True)]
+    probe: list[dict] = []
+    call_markers: list[tuple[int, str]] = []
+    for index, turn in enumerate(turns):
+        probed = {**turn, "content": _PROBE_MARKER.format(index, index)}
+        if turn.get("tool_calls") and _is_call_list(turn["tool_calls"]):
+            calls = [
+                _probe_call(call, len(call_markers) + at)
+                for at, call in enumerate(turn["tool_calls"])
+            ]
+            probed["tool_calls"] = [call for call, _ in calls]
+            call_markers += [(index, marker) for _, markers in calls for marker in markers]
+        probe.append(probed)
     try:
         text = chat_ids(
             tokenizer,
             probe,
             replace(limit, truncated=True),
             add_generation_prompt=add_generation_prompt,
-        )["text"]
-        text = text.lower()
-        answer: tuple[int, ...] | None = tuple(
-            index for index in range(len(turns)) if _PROBE_END.format(index) not in text
+        )["text"].lower()
+        answer: Probe | None = Probe(
+            tuple(index for index in range(len(turns)) if _PROBE_END.format(index) not in text),
+            tuple(sorted({index for index, marker in call_markers if marker not in text})),
         )
     except ChatFormatError:
         answer = None
     if len(answers) < _SHAPES_KEPT:
         answers[shape] = answer
     return answer
+
+
+def _calls_shape(calls: Any) -> tuple:
+    """The layout of a turn's tool calls that a template's branches read: each call's keys,
+    its function's, and its arguments' type and emptiness (no values)."""
+    if not calls:
+        return ()
+    if not _is_call_list(calls):  # refused by `checked_turns`; the template decides here
+        return (type(calls).__name__, repr(calls))
+    shape = []
+    for call in calls:
+        function = call.get("function")
+        inner = function if isinstance(function, dict) else call
+        arguments = inner.get("arguments")
+        shape.append((tuple(call), tuple(inner), type(arguments).__name__, bool(arguments)))
+    return tuple(shape)
+
+
+def _probe_call(call: dict, number: int) -> tuple[dict, tuple[str, ...]]:
+    """`call` with its function's name and its arguments (a dict, or JSON text) replaced by
+    markers numbered `number`, and the markers put in (lower case, as the text is searched).
+    Empty arguments stay as they are: there is nothing of them to leave out."""
+    function = call.get("function")
+    inner = dict(function) if isinstance(function, dict) else dict(call)
+    markers: list[str] = []
+    if "name" in inner:
+        inner["name"] = _CALL_NAME.format(number)
+        markers.append(inner["name"])
+    arguments = inner.get("arguments")
+    if arguments and isinstance(arguments, (dict, str)):
+        marker = _CALL_ARGUMENT.format(number)
+        markers.append(marker)
+        probed = {marker: marker}
+        inner["arguments"] = probed if isinstance(arguments, dict) else json.dumps(probed)
+    probed_call = {**call, "function": inner} if isinstance(function, dict) else inner
+    return probed_call, tuple(markers)
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:

@@ -106,9 +106,9 @@ def test_rows_of_one_shape_cost_one_probe_render(monkeypatch):
 def test_shapes_past_the_bound_are_probed_uncached(mistral, monkeypatch):
     monkeypatch.setattr(chat, "_SHAPES_KEPT", 2)
     limit = row_limit(mistral, "data.max_length", 512)
-    chat._DROPPED.pop(mistral, None)
+    chat._PROBES.pop(mistral, None)
     reply = {"role": "assistant", "content": "4"}
     chats = [prompt(1), [*prompt(1), reply], [*prompt(1), reply, *prompt(2)[1:]]]
     answers = [dropped_turns(mistral, turns, limit, True) for turns in chats]
-    assert answers == [(), (0,), ()] and len(chat._DROPPED[mistral]) == 2
+    assert answers == [(), (0,), ()] and len(chat._PROBES[mistral]) == 2
     assert dropped_turns(mistral, chats[2], limit, True) == ()

@@ -49,8 +49,9 @@ def test_a_matching_generation_prompt_trains_the_whole_turn():
 def test_a_run_where_no_row_has_a_target_is_refused(tmp_path):
     """A template whose assistant turns render to the generation prompt alone (their
     content left out) trains nothing, as in verl, which masks the generation prompt: a run of
-    such rows trained loss 0.0000, exit 0. (Such a turn was refused as one the generation
-    prompt does not start.)"""
+    such rows trained loss 0.0000, exit 0. Each row is refused, naming the turn whose
+    content the template leaves out. (Such a turn was refused as one the generation prompt
+    does not start.)"""
     tokenizer = build_tokenizer()
     tokenizer.chat_template = (
         "{% for m in messages %}{% if m['role'] == 'assistant' %}<|im_start|>assistant\n"
@@ -61,7 +62,7 @@ def test_a_run_where_no_row_has_a_target_is_refused(tmp_path):
     path = tmp_path / "train.jsonl"
     path.write_text(json.dumps({"messages": CHAT}) + "\n")
     cfg = DataConfig(train_files=[str(path)], max_length=256)
-    with pytest.raises(ChatFormatError, match=r"jsonl:1: has no token the chat template marks"):
+    with pytest.raises(ChatFormatError, match=r"jsonl:1: turn 2, .* leaves out its content"):
         load_sft_splits(cfg, tokenizer, seed=0, progress=False)
 
 

@@ -77,16 +77,19 @@ def test_other_keys_the_template_ignores_and_empty_tool_calls_train(tokenizer, t
     assert example.num_targets > 0
 
 
-def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
+def test_a_row_of_many_tool_calls_costs_no_render_more(tmp_path, monkeypatch):
     """A render per calling turn made a row of dozens of calls cost dozens of renders more
-    than the row without them."""
+    than the row without them; the calls are judged in the probe of the row's shape, once
+    per template and shape, so a row of them costs no render more than the row without."""
     import trainer.data.chat as chat
 
     tokenizer = build_tokenizer()
     tokenizer.chat_template = tokenizer.chat_template.replace(
         "{{ message['content'] + '<|im_end|>' }}",
         "{{ message['content'] }}{% if message['tool_calls'] %}"
-        "{{ message['tool_calls'][0]['function']['name'] }}{% endif %}{{ '<|im_end|>' }}",
+        "{{ message['tool_calls'][0]['function']['name'] }}"
+        "{{ message['tool_calls'][0]['function']['arguments'] | tojson }}{% endif %}"
+        "{{ '<|im_end|>' }}",
     )
     calls = [CHAT[0]]
     for _ in range(12):
@@ -108,4 +111,4 @@ def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
     sft_rows(tokenizer, tmp_path / "none.jsonl", [uncalled])
     without = len(renders)
     (row,) = sft_rows(tokenizer, tmp_path / "many.jsonl", [calls])
-    assert len(renders) - without == without + 1 and "weather" in tokenizer.decode(row.input_ids)
+    assert len(renders) - without == without and "weather" in tokenizer.decode(row.input_ids)
