@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.convert.fused_tensors import COPY, Geometry, Transform
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
 from mfsdp_ckpt.convert.mapping_errors import ShapeError, StoredShapeError
-from mfsdp_ckpt.convert.name_maps import MOE_NAMES
+from mfsdp_ckpt.convert.name_maps import MOE_NAMES, STACKED_EXPERTS_RE
 from mfsdp_ckpt.storage.safetensors_source import StoredTensor
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller
@@ -58,6 +58,50 @@ FUSED_EXPERTS_DOWN = Transform(
     _fused_down_shapes,
     lambda t, g: tuple(expert.contiguous() for expert in t),
 )
+
+
+def _expert_stack_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if len(shape) != 3:
+        raise StoredShapeError(f"stacked experts have shape {shape}; needs [experts, rows, cols]")
+    return [tuple(shape[1:])] * shape[0]
+
+
+# One layer's experts stacked along dim 0, each taken whole (fc2, or fc1's gate or up half)
+EXPERT_STACK = Transform(
+    "expert_stack",
+    _expert_stack_shapes,
+    lambda t, g: tuple(expert.contiguous() for expert in t),
+)
+
+
+def stacked_expert_targets(
+    path: str, shape: tuple[int, ...], model_type: str, key: str
+) -> tuple[tuple[str, ...], Transform] | None:
+    """The hub names a layer's stacked SequentialMLP experts (`name_maps.STACKED_EXPERTS_RE`,
+    stored under `key`) become, and how: fc1 [E, 2F, H] as transformers 5.x's fused
+    gate_up (each expert [gate; up], as torch_dist gathered it whole), its `_w` / `_v`
+    halves and fc2 [E, H, F] one expert per slice. None for any other tensor, or a family
+    without MOE_NAMES (refused as an unconverted expert layout). ShapeError for a stack
+    claiming more than MAX_EXPERTS experts (as `fused_expert_targets`)."""
+    names = MOE_NAMES.get(model_type)
+    match = STACKED_EXPERTS_RE.fullmatch(path)
+    if names is None or match is None:
+        return None
+    if shape and shape[0] > MAX_EXPERTS:
+        raise StoredShapeError(
+            f"[{key}]: shape {shape} claims {shape[0]} experts, more than {MAX_EXPERTS}"
+        )
+    experts = range(shape[0] if shape else 0)
+    hf = f"model.layers.{match['layer']}.{names.block}.experts."
+    kind = match["kind"]
+    if kind == "linear_fc1.weight":
+        parts = (names.gate, names.up)
+        targets = tuple(f"{hf}{e}.{part}.weight" for e in experts for part in parts)
+        return targets, FUSED_EXPERTS_GATE_UP
+    part = {"linear_fc1.weight_w": names.gate, "linear_fc1.weight_v": names.up}.get(
+        kind, names.down
+    )
+    return tuple(f"{hf}{e}.{part}.weight" for e in experts), EXPERT_STACK
 
 
 # transformers 5.x's in-memory names of an MoE block (what an HF-layout trainer checkpoint

@@ -188,6 +188,16 @@ def _moe_rules(names: MoeNames) -> tuple[Rule, ...]:
     )
 
 
+# SequentialMLP's experts as torch_dist stacks them, one tensor per layer [E, ...]
+# (`experts.experts.linear_fc1.weight`, each expert's fc1 [gate; up], torch_dist having
+# gathered it whole), which Megatron-LM's converter to fsdp_dtensor (checkpoint_inspector.py
+# convert-torch-dist-to-fsdp-dtensor) keeps per layer: `fused_experts.stacked_expert_targets`
+# splits them per expert (no Megatron-FSDP save names them so)
+STACKED_EXPERTS_RE = re.compile(
+    _L + r"mlp\.experts\.experts\.(?P<kind>linear_fc1\.weight(?:_w|_v)?|linear_fc2\.weight)"
+)
+
+
 # One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
 # Mistral has Llama's names and no biases; its head_dim may differ from hidden / heads,
 # which Geometry carries. Qwen3-MoE, Qwen2-MoE and Mixtral are Qwen3, Qwen2 and Llama with
@@ -700,15 +710,18 @@ _UNSUPPORTED_MOE_PARTS = (
         re.compile(r"\.mlp\.experts\.weight[12]$"),
         "the legacy GroupedMLP expert layout (moe_use_legacy_grouped_gemm), all experts in one"
         " tensor, is not converted here; Megatron-LM converts it: run its training script with"
-        " the run's flags and --ckpt-convert-format torch_dist --ckpt-convert-save DIR"
-        " (GroupedMLP.sharded_state_dict saves SequentialMLP's per-expert layout), then"
-        " tools/checkpoint/checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor DIR OUT"
-        " --swiglu, whose output export-hf reads",
+        " the run's flags and --ckpt-convert-format torch_dist --ckpt-convert-save SAVE"
+        " (GroupedMLP.sharded_state_dict saves SequentialMLP's experts, stacked per layer),"
+        " then tools/checkpoint/checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor"
+        " SAVE/torch_dist/iter_N OUT --swiglu (its common.pt written first for a"
+        " megatron-core 0.19 save, as validate of that dir says), whose output export-hf"
+        " reads",
     ),
     (
         re.compile(r"\.mlp\.experts\."),
         "experts in a layout not converted here (e.g. moe_single_grouped_weight);"
-        " TEGroupedMLP `linear_fc1.weight<E>` and SequentialMLP `local_experts.<E>.` are",
+        " TEGroupedMLP `linear_fc1.weight<E>`, SequentialMLP `local_experts.<E>.` and"
+        " torch_dist's per-layer stack `experts.experts.` (from Megatron-LM's converter) are",
     ),
 )
 
@@ -727,7 +740,11 @@ def _refuse_unsupported_parts(
             f" {family} config ({len(moe)} MoE tensor(s)); MoE models export as"
             f" {', '.join(MOE_FAMILIES)}"
         )
-    unmapped = [p for p in moe if not any(r._pattern.fullmatch(p) for r in rules)]
+    unmapped = [
+        p
+        for p in moe
+        if not any(r._pattern.fullmatch(p) for r in rules) and not STACKED_EXPERTS_RE.fullmatch(p)
+    ]
     for pattern, what in _UNSUPPORTED_MOE_PARTS:
         found = [p for p in unmapped if pattern.search(p)]
         if found:
@@ -770,20 +787,27 @@ def map_names(
                 f"model family {model_type!r} has no mcore name table (known: "
                 f"{sorted(MCORE_FAMILIES)})"
             )
+        from mfsdp_ckpt.convert.fused_experts import stacked_expert_targets
+
         _refuse_unsupported_parts(module_paths, stored_keys, rules, model_type)
         unmapped = []
         for path, shape in module_paths.items():
             found = next(((r, m) for r in rules if (m := r._pattern.fullmatch(path))), None)
-            if found is None:
+            stacked = stacked_expert_targets(path, shape, model_type, stored_keys[path])
+            if stacked is not None:
+                targets, transform = stacked
+            elif found is None:
                 unmapped.append(path)
                 continue
-            rule, match = found
-            targets = tuple(t.format(**match.groupdict()) for t in rule.targets)
+            else:
+                rule, match = found
+                targets = tuple(t.format(**match.groupdict()) for t in rule.targets)
+                transform = rule.transform
             try:
-                shapes = tuple(rule.transform.shapes(shape, geometry))
+                shapes = tuple(transform.shapes(shape, geometry))
             except ShapeError as err:
                 raise type(err)(f"[{stored_keys[path]}]: {err}") from None
-            planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
+            planned.append(MappedTensor(stored_keys[path], targets, shapes, transform))
         if unmapped:
             raise MappingError(
                 f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: "

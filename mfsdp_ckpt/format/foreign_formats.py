@@ -137,7 +137,12 @@ def _torch_dist_converter(dcp: Path) -> str:
     reads `dist_ckpt/` and the Hugging Face config verl saved beside it, and drops the
     output layer only when told the embeddings are tied. Megatron-LM's own iter_N/ has no
     such config, so the merger cannot read it: Megatron-LM's checkpoint inspector rewrites
-    it in the fsdp_dtensor format (`--swiglu` for a SwiGLU MLP, whose fc1 it splits)."""
+    it in the fsdp_dtensor format (`--swiglu` for a SwiGLU MLP, whose fc1 it splits). The
+    inspector reads the save's common state from `common.pt`, which megatron-core 0.19 and
+    later keep in the DCP's `common_state` entry instead; for such a save the line says to
+    write that file first from the entry (megatron-core's `load_common_state_dict`) and to
+    let torch load it whole (it holds the run's args, which torch's weights-only load
+    refuses)."""
     local_dir = dcp.parent
     if dcp.name == DIST_CKPT_DIR and is_dir(local_dir / HF_ASSETS_DIR):
         return (
@@ -145,9 +150,21 @@ def _torch_dist_converter(dcp: Path) -> str:
             f" {local_dir} --target_dir OUT` converts it to Hugging Face (add"
             " --tie-word-embedding for a model whose embeddings are tied)"
         )
+    convert = (
+        "torchrun tools/checkpoint/checkpoint_inspector.py"
+        f" convert-torch-dist-to-fsdp-dtensor {dcp} OUT"
+    )
+    if is_file(dcp / LEGACY_COMMON_FILE):
+        return (
+            f"Megatron-LM's `{convert}` (with --swiglu for a SwiGLU MLP) rewrites it as"
+            " --ckpt-format fsdp_dtensor, which mfsdp reads"
+        )
     return (
-        "Megatron-LM's `torchrun tools/checkpoint/checkpoint_inspector.py"
-        f" convert-torch-dist-to-fsdp-dtensor {dcp} OUT` (with --swiglu for a SwiGLU MLP)"
+        f"Megatron-LM's checkpoint_inspector.py converts it once it holds {LEGACY_COMMON_FILE}"
+        " (megatron-core 0.19 keeps that state in the DCP): write it with `python -c"
+        ' "import torch; from megatron.core.dist_checkpointing import load_common_state_dict'
+        f" as c; torch.save(c('{dcp}'), '{dcp / LEGACY_COMMON_FILE}')\"`, then"
+        f" `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 {convert}` (with --swiglu for a SwiGLU MLP)"
         " rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads"
     )
 

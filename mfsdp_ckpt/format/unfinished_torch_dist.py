@@ -8,21 +8,26 @@ global, which says nothing of what the dir is. Its `.metadata` still shows its w
 megatron-core stores the ranks' save plans in it (`Metadata.all_local_plans`, a list of
 torch's `SavePlan`) and the save's common state as the `common_state` entry
 (`common_state/shard_0_1`); neither is in a DCP that torch, mfsdp or Megatron's
-fsdp_dtensor save writes. Both are found here by their pickle opcodes in windows around
-byte matches: the file is searched a chunk at a time and never unpickled, holding a chunk,
-not the file (a mapped file searched whole held every page it touched, 8 GB for a sparse
-8 GiB `.metadata`; a full opcode walk in Python reads about 10 MB/s). The whole file is
-searched, not a window at its start: megatron-core sets `all_local_plans` on the Metadata
-after building it, so the first SavePlan is pickled after `state_dict_metadata` and
-`storage_data`, which grow with the tensors and shards saved, and `common_state` is one
-key among `state_dict_metadata`'s, anywhere in it. A search of 1 GiB takes seconds, and one
-command asks of the same dir several times (the step list, the tracked step's check, the
-reader): each file is searched once per process, its verdict kept by path and stat
-identity (`SCANS`). A file over MAX_METADATA_BYTES is not searched: the DCP reader refuses
-it, naming its size. An older megatron-core (common state in
-`common.pt`, written before the DCP) is told by that file. What is looked at is confined to
-the step the dir lies in, as every read of a checkpoint is (`dir_entries`): a `dist_ckpt/`
-(or a role dir) linking out of its step is not searched, and reading it names the link.
+fsdp_dtensor save writes. Megatron-LM's converter to fsdp_dtensor
+(`checkpoint_inspector.py convert-torch-dist-to-fsdp-dtensor`) copies every bytes entry of
+its input, the common_state one too, into a finished DCP of `model.module.*` tensors and
+no SavePlans: the common_state entry is a sign only in a DCP whose tensors are not named
+so (a torch_dist save's are `decoder.*`, `embedding.*`, `optimizer.*`). All are found here
+by their pickle opcodes in windows around byte matches: the file is searched a chunk at a
+time and never unpickled, holding a chunk, not the file (a mapped file searched whole held
+every page it touched, 8 GB for a sparse 8 GiB `.metadata`; a full opcode walk in Python
+reads about 10 MB/s). The whole file is searched, not a window at its start: megatron-core
+sets `all_local_plans` on the Metadata after building it, so the first SavePlan is pickled
+after `state_dict_metadata` and `storage_data`, which grow with the tensors and shards
+saved, and `common_state` is one key among `state_dict_metadata`'s, anywhere in it. A
+search of 1 GiB takes seconds, and one command asks of the same dir several times (the
+step list, the tracked step's check, the reader): each file is searched once per process,
+its verdict kept by path and stat identity (`SCANS`). A file over MAX_METADATA_BYTES is
+not searched: the DCP reader refuses it, naming its size. An older megatron-core (common
+state in `common.pt`, written before the DCP) is told by that file. What is looked at is
+confined to the step the dir lies in, as every read of a checkpoint is (`dir_entries`): a
+`dist_ckpt/` (or a role dir) linking out of its step is not searched, and reading it names
+the link.
 
 Of the other formats `foreign_formats` names, none has a marker that its save writes
 last: Megatron's legacy `mp_rank_NN/`, DeepSpeed's and Accelerate's per-rank files and
@@ -69,9 +74,14 @@ _STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICO
 # BINUNICODE (4), BINUNICODE8 (8); protocol 0's UNICODE has no length
 _LENGTH_BYTES = (1, 4, 8)
 _WINDOW_BYTES = 128  # after a match: the string's op, its memo op and the next op
+_KEY_WINDOW_BYTES = 4096  # after a key's start: the whole key's op (DCP keys are short)
 _MAX_MATCHES = 64  # byte matches checked per pattern; a real save has one or two
 _CHUNK_BYTES = 8 << 20  # searched at once: what the search holds of the file
-_PATTERNS = tuple(text.encode() for text in (_SAVE_PLAN, _PLANNER_MODULE, _COMMON_STATE_KEY))
+# How Megatron-FSDP's fsdp_dtensor save (and the converter to it) names the model's tensors
+_FSDP_DTENSOR_PREFIX = "model.module."
+_PATTERNS = tuple(
+    text.encode() for text in (_SAVE_PLAN, _PLANNER_MODULE, _COMMON_STATE_KEY, _FSDP_DTENSOR_PREFIX)
+)
 # The dirs a DCP dir lies in below its step (verl's role/model/dist_ckpt): what it is
 # confined to is the step above them
 _BELOW_STEP = frozenset({DIST_CKPT_DIR, VERL_MODEL_DIR, *ROLES})
@@ -88,9 +98,10 @@ class Scans:
         self.searched = 0
 
     def written_by_megatron(self, metadata: Path, found: os.stat_result) -> bool:
-        """The `.metadata` (`found`: its stat) names torch's SavePlan as a global or holds
-        the common_state entry. A file that cannot be opened, or is empty or larger than
-        the DCP reader takes, is no sign of either: reading it says why."""
+        """The `.metadata` (`found`: its stat) names torch's SavePlan as a global, or holds
+        the common_state entry and no `model.module.*` key (fsdp_dtensor's). A file that
+        cannot be opened, or is empty or larger than the DCP reader takes, is no sign of
+        either: reading it says why."""
         verdict = self.verdicts.get(_identity(metadata, found))
         if verdict is not None:
             return verdict
@@ -104,8 +115,9 @@ class Scans:
                     self.verdicts.clear()
                 self.searched += 1
                 matches = _matches(fd, opened.st_size)
-                verdict = _names_save_plan(fd, matches) or _string_pushed(
-                    fd, matches, _COMMON_STATE_KEY
+                verdict = _names_save_plan(fd, matches) or (
+                    _string_pushed(fd, matches, _COMMON_STATE_KEY)
+                    and not _string_pushed(fd, matches, _FSDP_DTENSOR_PREFIX, prefix=True)
                 )
         except OSError:
             return False
@@ -175,29 +187,35 @@ def _names_save_plan(fd: int, found: Matches) -> bool:
     return False
 
 
-def _string_pushed(fd: int, found: Matches, text: str) -> bool:
-    """Some opcode of the pickle pushes exactly the string `text`."""
-    return any(_string_ops_at(fd, at, text) for at in found[text])
+def _string_pushed(fd: int, found: Matches, text: str, prefix: bool = False) -> bool:
+    """Some opcode of the pickle pushes exactly the string `text` (with `prefix`: a
+    string starting with it, such as a key)."""
+    return any(_string_ops_at(fd, at, text, prefix) for at in found[text])
 
 
-def _string_ops_at(fd: int, at: int, text: str) -> list[list[tuple[str, object]]]:
-    """The opcodes decoded from each place a string op pushing `text` (its bytes at `at`)
-    could start, for the starts where the first one does."""
+def _string_ops_at(
+    fd: int, at: int, text: str, prefix: bool = False
+) -> list[list[tuple[str, object]]]:
+    """The opcodes decoded from each place a string op pushing `text` (its bytes at `at`;
+    with `prefix`, a string starting there with `text`) could start, for the starts where
+    the first one does."""
     found = []
+    window = _KEY_WINDOW_BYTES if prefix else _WINDOW_BYTES
     for start in [at - 1 - width for width in _LENGTH_BYTES] + [at - 1]:
-        ops = _ops_from(fd, start)
-        if ops and ops[0][0] in _STRING_OPS and ops[0][1] == text:
+        ops = _ops_from(fd, start, window)
+        pushed = ops[0][1] if ops and ops[0][0] in _STRING_OPS else None
+        if pushed == text or (prefix and isinstance(pushed, str) and pushed.startswith(text)):
             found.append(ops)
     return found
 
 
-def _ops_from(fd: int, start: int) -> list[tuple[str, object]]:
-    """(name, arg) of the opcodes decoded from `start` to the end of a small window (a
-    window cut mid-op ends the list there)."""
+def _ops_from(fd: int, start: int, size: int = _WINDOW_BYTES) -> list[tuple[str, object]]:
+    """(name, arg) of the opcodes decoded from `start` to the end of a window of `size`
+    bytes (a window cut mid-op ends the list there)."""
     if start < 0:
         return []
     ops: list[tuple[str, object]] = []
-    window = io.BytesIO(os.pread(fd, _WINDOW_BYTES, start))
+    window = io.BytesIO(os.pread(fd, size, start))
     try:
         for op, arg, _pos in pickletools.genops(window):
             ops.append((op.name, arg))

@@ -44,6 +44,6 @@ def test_legacy_grouped_experts_are_refused_naming_megatron_lms_route(tmp_path):
     line = one_error_line(err)
     assert code == 1 and "mlp.experts.weight" in line, stdout + err
     assert "moe_use_legacy_grouped_gemm" in line, line
-    assert "--ckpt-convert-format torch_dist --ckpt-convert-save DIR" in line, line
-    assert "convert-torch-dist-to-fsdp-dtensor DIR OUT --swiglu" in line, line
+    assert "--ckpt-convert-format torch_dist --ckpt-convert-save SAVE" in line, line
+    assert "convert-torch-dist-to-fsdp-dtensor SAVE/torch_dist/iter_N OUT --swiglu" in line, line
     assert not (tmp_path / "hf").exists()
