@@ -87,8 +87,9 @@ def import_hf(
 
     HF_DIR holds config.json and model.safetensors (or shards with model.safetensors.index.json);
     Qwen2/Qwen2.5, Qwen3, Llama 3, Mistral, tied or untied, and the mixture-of-experts
-    Qwen3-MoE, Qwen2-MoE and Mixtral. Tensors stream one at a time (peak memory
-    about the largest tensor); DIR appears only when complete. A weight holding NaN/Inf stops
+    Qwen3-MoE, Qwen2-MoE and Mixtral. Tensors stream one at a time (peak memory tens
+    of MiB; with --dtype casting, about the largest tensor in that dtype); DIR appears only
+    when complete. A weight holding NaN/Inf stops
     the import (as it stops export-hf). Exit 0 ok, 1 unreadable or inconsistent model, 2 bad
     usage.
 
@@ -112,10 +113,16 @@ def import_hf(
     def run():
         with (
             config_check_lines(not as_json),
-            CallbackBar(enabled=True, unit="tensor", desc="import") as update,
+            # in bytes, as export-hf's bar: tensors go largest first, so a count of them
+            # stood still for minutes on the first few and gave no rate or time left
+            CallbackBar(enabled=True, unit="B", desc="import", unit_scale=True) as update,
         ):
             progress = (
-                (lambda tensors, total, _bytes, _total_bytes: update(tensors, total))
+                (
+                    lambda tensors, total, done, total_bytes: update(
+                        done, total_bytes, f"{tensors}/{total} tensors"
+                    )
+                )
                 if update
                 else None
             )

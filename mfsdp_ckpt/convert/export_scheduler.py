@@ -20,6 +20,22 @@ MIN_BUFFER_BYTES = 512 << 20
 Progress = Callable[[int, int, int, int], None]  # tensors done/total, bytes done/total
 
 
+class TaskStopped(Exception):
+    """A task gave up between two of its windows: the run is stopping (Ctrl-C, or another
+    task failed), and what the task wrote is discarded with the rest of the output."""
+
+
+class StopFlag(threading.Event):
+    """Set once the run stops. Checked by a task between the windows of one tensor, not only
+    before a tensor starts: the threads are joined before Ctrl-C exits, and each used to copy
+    or cast its whole tensor (minutes for one of many GiB) first."""
+
+    def check(self) -> None:
+        """Raise TaskStopped once the run is stopping."""
+        if self.is_set():
+            raise TaskStopped
+
+
 class _ByteBudget:
     """At most `limit` bytes of tensors in flight; one task may always run alone."""
 
@@ -72,14 +88,16 @@ def run_tasks(
     buffer_bytes: int,
     on_done: Callable[[], None] | None,
     cost: Callable[[ExportPlan, MappedTensor], int] = task_cost,
+    stop: StopFlag | None = None,
 ) -> None:
     """Run `work(item)` over the plan in threads under the byte budget, calling `on_done`
-    (the progress of tensors done) after each."""
+    (the progress of tensors done) after each. `stop` is set when the run stops (an error,
+    Ctrl-C in this thread): `work` checks it between its windows (`StopFlag.check`)."""
     items = plan.ordered_items()
     import_thread_libraries(plan)
     costs = {item.source: cost(plan, item) for item in items}
     budget = _ByteBudget(max(max(costs.values(), default=0), buffer_bytes))
-    stop = threading.Event()
+    stop = StopFlag() if stop is None else stop
 
     def task(item: MappedTensor) -> None:
         cost = costs[item.source]
@@ -87,6 +105,8 @@ def run_tasks(
             return
         try:
             work(item)
+        except TaskStopped:
+            return  # the run's own error (or Ctrl-C) is what is raised
         finally:
             budget.release(cost)
         if on_done is not None:

@@ -27,6 +27,8 @@ from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 if TYPE_CHECKING:
     import torch
 
+    from mfsdp_ckpt.convert.export_scheduler import StopFlag
+
 
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
 
@@ -118,10 +120,15 @@ def open_piece(plan: ExportPlan, item: MappedTensor, piece: RawPiece) -> int:
 
 
 def stream_tensor(
-    plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: PieceBuffers
+    plan: ExportPlan,
+    item: MappedTensor,
+    writer: ShardedSafetensorsWriter,
+    buffers: PieceBuffers,
+    stop: StopFlag,
 ) -> bool:
     """Stream one `streams_in_pieces` tensor into place; False (nothing claimed) when a blob is
-    not plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
+    not plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead.
+    TaskStopped between two windows once `stop` is set (the writer's windows check it too)."""
     reader, entry = plan.source.reader, plan.entry(item)
     pieces = raw_pieces(plan, item)
     if pieces is None:
@@ -138,7 +145,7 @@ def stream_tensor(
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
                     if not plan.allow_nonfinite:
-                        _check_finite_range(plan, item, fd, piece.offset, piece.numel)
+                        _check_finite_range(plan, item, fd, piece, stop)
                     writer.copy_range(
                         name, fd, piece.offset, piece.start * size, piece.numel * size, done=done
                     )
@@ -192,11 +199,16 @@ def _stream_from_store(
 
 
 def _check_finite_range(
-    plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int
+    plan: ExportPlan, item: MappedTensor, fd: int, piece: RawPiece, stop: StopFlag
 ) -> None:
-    """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf (counted on
-    bytes read, which the copy then finds in the page cache)."""
-    found = count_nonfinite_in_file(fd, offset, numel, plan.entry(item).dtype)
+    """NonFiniteError when `piece`'s raw elements in `fd` hold NaN/Inf (counted on bytes read,
+    which the copy then finds in the page cache), STREAM_PIECE_ELEMENTS at a time, checking
+    `stop` between them: the scan of a tensor of many GiB takes seconds before its copy."""
+    dtype, found = plan.entry(item).dtype, 0
+    for first in range(0, piece.numel, STREAM_PIECE_ELEMENTS):
+        stop.check()
+        count = min(STREAM_PIECE_ELEMENTS, piece.numel - first)
+        found += count_nonfinite_in_file(fd, piece.offset + first * dtype.itemsize, count, dtype)
     if found:
         raise nonfinite_error(plan, item, found, overflow=False)
 

@@ -18,7 +18,7 @@ from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_options import ExportOptions
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
 from mfsdp_ckpt.convert.export_prepare import PreparedSource
-from mfsdp_ckpt.convert.export_scheduler import run_tasks
+from mfsdp_ckpt.convert.export_scheduler import StopFlag, run_tasks
 from mfsdp_ckpt.convert.export_source import (
     JsonConfig,
     load_copied_config,
@@ -169,9 +169,10 @@ def _write_tensors(
     budget, refused if it holds NaN/Inf unless allowed."""
     streamable = {item.source for item in plan.items if streams_in_pieces(plan, item)}
     buffers = PieceBuffers()
+    stop = StopFlag()  # checked as each window lands (`report_writes`) and between NaN scans
 
     def work(item: MappedTensor) -> None:
-        if item.source in streamable and stream_tensor(plan, item, writer, buffers):
+        if item.source in streamable and stream_tensor(plan, item, writer, buffers, stop):
             return
         where = f"{plan.source.location} [{item.source}]"
         with tensor_memory(where, plan.entry(item).nbytes, "converting it"):
@@ -185,5 +186,5 @@ def _write_tensors(
         return 0 if item.source in streamable else task_cost(plan, item)
 
     threads, budget = options.threads, options.buffer_bytes
-    on_done = report_writes(writer, options.progress, len(plan.items))
-    run_tasks(plan, work, threads, budget, on_done, cost)
+    on_done = report_writes(writer, options.progress, len(plan.items), stop)
+    run_tasks(plan, work, threads, budget, on_done, cost, stop)

@@ -28,9 +28,10 @@ largest tensors placed first so the threads end together): when its dtype stays,
 bytes go file to file in the kernel (`copy_file_range`; a QKV fusion is a permutation of
 whole rows, so a few range copies), without torch and without passing through this
 process's memory, hashed piece by piece right after each copy when the layout keeps a
-manifest; only a `--dtype` cast reads the tensor (one `pread`), merges and casts it in
-torch. Peak memory is flat (tens of MiB) without a cast, and the largest tensor group
-(q, k, v and their fusion) plus a constant with one. Everything is built in a
+manifest; only a `--dtype` cast reads the tensor, a window at a time into the tensor to
+write in its output dtype (`import_cast`), and merges it in torch. Peak memory is flat (tens
+of MiB) without a cast, and with one the largest tensor group in the output dtype (q, k, v
+and their fusion) plus a window, whichever way it casts. Everything is built in a
 hidden sibling of OUT and renamed into place at the end, through export's own
 output-directory checks: a failure leaves nothing at OUT.
 """
@@ -45,8 +46,10 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.convert import stored_buffers, tied_head
@@ -79,6 +82,7 @@ from mfsdp_ckpt.convert.hf_config import (
     refuse_unloadable,
     weights_disagreement,
 )
+from mfsdp_ckpt.convert.import_cast import CastProgress, read_cast
 from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, UnsupportedModelError
 from mfsdp_ckpt.convert.megatron_record import read_args
 from mfsdp_ckpt.convert.name_maps import (
@@ -125,6 +129,9 @@ from mfsdp_ckpt.storage.safetensors_source import (
     export_hf_advice,
 )
 from mfsdp_ckpt.storage.writable import require_writable_dir
+
+if TYPE_CHECKING:
+    import torch
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
@@ -456,10 +463,12 @@ def _refuse_untied_head(source: SafetensorsSource, config_file: Path) -> None:
         )
 
 
-def _convert(plan: ImportPlan, item: ImportItem):
-    """Read the item's source tensors, merge them and cast: the tensor to write (torch path)."""
-    out = plan.out_dtype(item).torch  # each part cast first: parts of several dtypes merge
-    sources = [plan.source.read(name).to(out) for name in item.sources]
+def _convert(plan: ImportPlan, item: ImportItem, on_window: CastProgress | None = None):
+    """Read the item's source tensors, each cast a window at a time (`read_cast`), and merge
+    them: the tensor to write (torch path). Each part is cast first: parts of several dtypes
+    merge."""
+    out = plan.out_dtype(item).torch
+    sources = [read_cast(plan.source, name, out, on_window) for name in item.sources]
     tensor = item.merge.apply(sources, plan.geometry)
     del sources
     return tensor
@@ -523,6 +532,62 @@ def _refuse_nonfinite_cast(plan: ImportPlan, item: ImportItem, tensor) -> None:
     )
 
 
+def _add_item(
+    plan: ImportPlan,
+    item: ImportItem,
+    writer: StreamingDcpWriter,
+    allow_nonfinite: bool,
+    report: Callable[[int, int], None],
+) -> None:
+    """Add one planned tensor to `writer`: its bytes file to file when they stay as stored,
+    else cast a window at a time, `report`ing the bytes cast with those written (a bar in
+    bytes moves within a tensor of many GiB). A function of its own so the cast tensor is
+    freed as it returns: held by the loop, it stayed alive while the next was read and cast
+    (two cast tensors and a source at once)."""
+    path, dtype = plan.state_path(item), plan.out_dtype(item)
+    try:
+        if not _keeps_bytes(plan, item):
+            raise BlobTooLargeError("a cast needs the tensor")
+        if not allow_nonfinite:
+            _refuse_nonfinite_sources(plan, item)
+        writer.add_raw(path, dtype, item.shape, _payload_ranges(plan, item))
+        return
+    except BlobTooLargeError:
+        pass
+    cast = 0
+
+    def on_window(nbytes: int) -> None:
+        nonlocal cast
+        cast += nbytes
+        tensors, written = writer.written()
+        report(tensors, written + cast)
+
+    tensor = _convert(plan, item, on_window)
+    if not allow_nonfinite:
+        _refuse_nonfinite_cast(plan, item, tensor)
+    _add_cast(writer, path, dtype, tensor)
+
+
+def _add_cast(
+    writer: StreamingDcpWriter, path: tuple[str, ...], dtype: DType, tensor: torch.Tensor
+) -> None:
+    """Add a cast tensor, its bytes written before this returns. The data file's thread keeps
+    the job it ran last until its next one comes, and with it the view of the tensor's
+    bytes it was given: that view is released here once written, else the tensor stayed
+    alive while the next one was cast. One of 4 GiB or more, which `torch.save` writes
+    (`add_tensor`), is refused by `add_raw` before any job holds it."""
+    import torch
+
+    data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy().data
+    with data:
+        try:
+            writer.add_raw(path, dtype, tuple(tensor.shape), data)
+            return
+        except BlobTooLargeError:
+            pass
+    writer.add_tensor(path, tensor)
+
+
 def _write_model(
     plan: ImportPlan,
     dist_ckpt: Path,
@@ -548,18 +613,7 @@ def _write_model(
     largest_first = sorted(stored, key=plan.nbytes, reverse=True)
     try:
         for item in largest_first:
-            path, dtype = plan.state_path(item), plan.out_dtype(item)
-            try:
-                if not _keeps_bytes(plan, item):
-                    raise BlobTooLargeError("a cast needs the tensor")
-                if not allow_nonfinite:
-                    _refuse_nonfinite_sources(plan, item)
-                writer.add_raw(path, dtype, item.shape, _payload_ranges(plan, item))
-            except BlobTooLargeError:
-                tensor = _convert(plan, item)
-                if not allow_nonfinite:
-                    _refuse_nonfinite_cast(plan, item, tensor)
-                writer.add_tensor(path, tensor)
+            _add_item(plan, item, writer, allow_nonfinite, report)
             # each tensor is read here (its NaN/Inf check) or cast: a minute for 60k experts
             report(*writer.written())
         for item, same_as in aliases:

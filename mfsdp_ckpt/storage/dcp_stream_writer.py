@@ -320,9 +320,12 @@ class _DataFile:
         if isinstance(job.payload, memoryview):
             at = self._write(job.payload, at)
         else:
-            at = self._copy(job.payload, at)
+            at = self._copy(job.payload, at, counted=job.tensor_bytes is not None)
         self.written = self._write(memoryview(job.tail), at)
-        self._count(job.tensor_bytes)
+        if job.tensor_bytes is not None:
+            self.tensors += 1
+            if isinstance(job.payload, memoryview):
+                self.payload += job.tensor_bytes
 
     def _count(self, tensor_bytes: int | None) -> None:
         if tensor_bytes is not None:
@@ -335,7 +338,10 @@ class _DataFile:
         self._start_writeback(at + len(data))
         return at + len(data)
 
-    def _copy(self, ranges: Sequence[SourceRange], at: int) -> int:
+    def _copy(self, ranges: Sequence[SourceRange], at: int, counted: bool) -> int:
+        """Copy the ranges to `at` on, WRITEBACK_BYTES at a time; each window's bytes count
+        in `payload` as it lands when `counted` (a tensor's), so progress moves within a
+        tensor of many GiB."""
         opened: dict[Path, int] = {}
         try:
             for piece in ranges:
@@ -349,6 +355,8 @@ class _DataFile:
                     else:
                         copy_hashed(src, piece.offset + done, self.fd, at, count, self.digest)
                     at += count
+                    if counted:
+                        self.payload += count
                     self._start_writeback(at)
         finally:
             for fd in opened.values():
