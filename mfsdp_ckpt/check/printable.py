@@ -11,12 +11,14 @@ escape and caps the length;
 
 `error_line` is the one way an exception becomes part of such a line: a library's message
 may be a page (a traceback, a whole config) or megabytes on its first line, and `said_by` the
-one way its text is read at all. `first_of` is the
+one way its text is read at all; `torch_load_reason` the one way a failed `torch.load` is
+said. `first_of` is the
 one way a line names some of many items: the first few, then how many more there are.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from itertools import groupby
@@ -166,6 +168,37 @@ def error_line(
     return f"{name}: {said}" if with_type else said
 
 
+# torch.load(weights_only=True) wraps its unpickler's own error in a page that begins so and
+# advises loading the file with weights_only=False, which runs whatever code it holds.
+_TORCH_REFUSAL = "Weights only load failed"
+_TORCH_REASON_MARK = "WeightsUnpickler error:"
+_REFUSED_GLOBAL = re.compile(r"\bGLOBAL (\S+) (?:was not an allowed|whose module)")
+
+
+def is_torch_refusal(err: BaseException) -> bool:
+    """Whether `err` is torch.load(weights_only=True)'s refusal: its unpickler's reason
+    wrapped in that page (`torch_load_reason` says the reason alone)."""
+    return said_by(err).startswith(_TORCH_REFUSAL)
+
+
+def torch_load_reason(err: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
+    """Why torch.load(weights_only=True) failed, for the line naming the file and key:
+    `damaged pickle (Unsupported operand 149)`, or `refusing to load global os.system` (the
+    words the restricted reader uses), from the unpickler's own reason; never torch's page of
+    advice around it, which suggests loading an untrusted file unsafely and, cut to a line,
+    read as noise. Any other failure (a record missing from the archive, ...) is
+    `unreadable blob (Type: its first line)`."""
+    if not is_torch_refusal(err):
+        return f"unreadable blob ({error_line(err, limit=limit)})"
+    inner = err.__context__  # torch raises its page `from None`: the unpickler's error stays here
+    said = said_by(inner) if inner is not None else said_by(err).rpartition(_TORCH_REASON_MARK)[2]
+    said = " ".join(said.split()).split(". ")[0].rstrip(".")  # its first sentence: the reason
+    refused = _REFUSED_GLOBAL.search(said)
+    if refused:
+        return f"refusing to load global {printable(refused[1], limit)}"
+    return f"damaged pickle ({printable(said, limit) or type(err).__name__})"
+
+
 def first_of(items: Sequence[object], shown: int, sep: str = ", ") -> str:
     """The first `shown` of `items` joined by `sep`, then ` (+N more)` when N were left out:
     an error line names enough of a long list to act on (the first mismatch, a few layers) and
@@ -183,6 +216,8 @@ __all__ = [
     "error_line",
     "escaped",
     "first_of",
+    "is_torch_refusal",
     "printable",
     "said_by",
+    "torch_load_reason",
 ]

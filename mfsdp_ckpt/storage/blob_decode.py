@@ -11,7 +11,7 @@ import functools
 import io
 from typing import Any
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import error_line, torch_load_reason
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
 from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS
@@ -96,6 +96,4 @@ def load_blob(
         raise
     except Exception as err:
         reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
-        raise CheckpointFormatError(
-            f"{where}: unreadable blob ({error_line(err, limit=DETAIL_CHARS)})"
-        ) from None
+        raise CheckpointFormatError(f"{where}: {torch_load_reason(err, DETAIL_CHARS)}") from None

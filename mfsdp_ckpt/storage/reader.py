@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from mfsdp_ckpt.check.printable import cut_to, error_line
+from mfsdp_ckpt.check.printable import cut_to, torch_load_reason
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
@@ -33,7 +33,7 @@ from mfsdp_ckpt.format.dcp_metadata import (
     load_plain_metadata_file,
 )
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.format.restricted_pickle import restricted_loads
+from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS, restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
 from mfsdp_ckpt.format.torch_save_format import contiguous_strides
 from mfsdp_ckpt.format.zip_crc import read_member
@@ -260,9 +260,7 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         if cause is not None:
             raise cause from None
         reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
-        raise CheckpointFormatError(
-            f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
-        ) from None
+        raise CheckpointFormatError(f"{where}: {torch_load_reason(err, DETAIL_CHARS)}") from None
 
 
 _LAYOUT_BUDGET = 64 << 10  # what a tensor's pickle may retain; it is charged ~4 KB

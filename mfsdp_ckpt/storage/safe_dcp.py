@@ -22,14 +22,20 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from torch.futures import Future
 
+from mfsdp_ckpt.check.printable import is_torch_refusal, torch_load_reason
+from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS
 from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 
 class SafeFileSystemReader(FileSystemReader):
+    _reading: Any = None  # the storage info of the blob stock DCP sliced last (`_slice_file`)
+
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         metadata = load_metadata(f"{self.path}/{DCP_METADATA_FILE}")
         store = LocalByteStore(self.path)
@@ -64,7 +70,31 @@ class SafeFileSystemReader(FileSystemReader):
                     info.length,
                     where,
                 )
-        return super().read_data(plan, planner)
+        self._reading = None
+        try:
+            return super().read_data(plan, planner)
+        except CheckpointFormatError:
+            raise
+        except Exception as err:  # torch.load of a tensor: its refusal is a page of advice
+            reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
+            if not is_torch_refusal(err):
+                raise
+            raise CheckpointFormatError(
+                f"{self._blob_read()}: {torch_load_reason(err, DETAIL_CHARS)}"
+            ) from None
+
+    def _slice_file(self, file: Any, sinfo: Any) -> Any:
+        """Stock DCP's view of one blob, remembered: the blob torch.load reads next, named
+        if it refuses it."""
+        self._reading = sinfo
+        return super()._slice_file(file, sinfo)
+
+    def _blob_read(self) -> str:
+        """`file [key]` of the blob stock DCP read last, else the checkpoint directory."""
+        for index, info in self.storage_data.items():
+            if info is self._reading:
+                return f"{self.path}/{info.relative_path} [{index.fqn}]"
+        return str(self.path)
 
     def _decoded_limit(self, item: Any) -> int:
         """Bytes a transformed blob may decode to: its chunk's, or MAX_OBJECT_BYTES for objects."""
@@ -81,7 +111,11 @@ class SafeLoadPlanner(DefaultLoadPlanner):
     def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
         fqn = read_item.dest_index.fqn
         check_blob(value, len(value.getbuffer()), fqn)
-        loaded = torch.load(value, map_location="cpu", weights_only=True)
+        try:
+            loaded = torch.load(value, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch's refusal is a page advising an unsafe load
+            reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
+            raise CheckpointFormatError(f"{fqn}: {torch_load_reason(err, DETAIL_CHARS)}") from None
         if self.flatten_state_dict:
             set_element(self.original_state_dict, self.mappings[fqn], loaded)
         else:

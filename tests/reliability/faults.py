@@ -208,9 +208,9 @@ FAULTS: tuple[Fault, ...] = (
         "a model tensor's blob is a torch.save that calls os.system",
         blob_runs_code,
         {
-            "validate": Expect(1, "unreadable blob"),
-            "export-hf": Expect(REFUSED, "unreadable blob"),
-            "resume": Expect(REFUSED, "Weights only load failed"),
+            "validate": Expect(1, "refusing to load global"),
+            "export-hf": Expect(REFUSED, "refusing to load global"),
+            "resume": Expect(REFUSED, "refusing to load global"),
         },
     ),
     Fault(

@@ -57,7 +57,7 @@ for args in cases:
     signal.setitimer(signal.ITIMER_PROF, timeout)
     signal.alarm(wall)
     try:
-        result = CliRunner().invoke(app, args)
+        result = CliRunner().invoke(app, args, prog_name="mfsdp")
         output, code = result.output, result.exit_code
         failed_with = result.exception
         escaped = None if isinstance(failed_with, (SystemExit, type(None))) else failed_with

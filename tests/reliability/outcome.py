@@ -5,11 +5,21 @@ the command's error mapping (a traceback for the user) shows up as `Outcome.trac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from cli.main import app
+
+PROG = "mfsdp"  # the command as a user types it; click's runner would name it after `app`
+
+
+def run_in_process(args: Sequence[str | Path]) -> Result:
+    """`mfsdp ARGS` run through click's runner, its messages naming the command as a user
+    types it (`see 'mfsdp train sft --help'`, not `'app train sft --help'`)."""
+    return CliRunner().invoke(app, [str(a) for a in args], prog_name=PROG)
 
 
 @dataclass
@@ -23,9 +33,9 @@ class Outcome:
         return f"exit {self.exit_code}: {self.message}"
 
 
-def invoke(args: list[str]) -> Outcome:
+def invoke(args: Sequence[str | Path]) -> Outcome:
     try:
-        result = CliRunner().invoke(app, [str(a) for a in args])
+        result = run_in_process(args)
     except (
         BaseException
     ) as err:  # DCP's CheckpointException is a BaseException: click lets it through

@@ -9,10 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from cli.main import app
 from mfsdp_ckpt.format import layout
+from tests.reliability.outcome import run_in_process
 from tests.support.paths import EXAMPLES
 from tests.support.sft import write_chat_jsonl
 
@@ -46,7 +44,7 @@ def make_pristine(root: Path) -> Path:
     """A one-process SFT run with one complete checkpoint (step 2); returns the run dir."""
     data = write_chat_jsonl(root / "train.jsonl", rows=24)
     run = root / "run"
-    result = CliRunner().invoke(app, sft_args(data, run, f"trainer.total_steps={BASE_STEP}"))
+    result = run_in_process(sft_args(data, run, f"trainer.total_steps={BASE_STEP}"))
     if result.exit_code != 0:
         raise RuntimeError(f"pristine run failed: {result.output[-2000:]}") from result.exception
     return run
