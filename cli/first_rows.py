@@ -11,11 +11,11 @@ for verl's image and video columns (`refuse_media_columns`), as train checks eac
 opens before it reads a row: that is cheap whatever its rows hold, and a later val file with
 `images` was said ok here, then refused by train after loading the model. So is the first
 row of every GRPO file train reads for verl's tool and interaction rows and media
-placeholders (`unsupported_row`), whatever its row groups (three columns, within train's
-decoding budget); a val file past the first under `data.val_max_samples` is not, as train
-may not read it (refusing it refused a config train runs). An SFT
-`data.val_ratio` is checked for a hold-out of every training row (`check_val_split`, which
-counts no more rows than that takes)."""
+placeholders (`unsupported_row`) and a non-dict `extra_info` (`checked_extra_info`),
+whatever its row groups (three columns, within train's decoding budget); a val file past
+the first under `data.val_max_samples` is not, as train may not read it (refusing it
+refused a config train runs). An SFT `data.val_ratio` is checked for a hold-out of every
+training row (`check_val_split`, which counts no more rows than that takes)."""
 
 from __future__ import annotations
 
@@ -54,19 +54,22 @@ def check_first_rows(cfg: Any, kind: str) -> None:
 def _check_rl_first_row(cfg: Any, path: str) -> None:
     """Refuse a GRPO file's first row as train's loader does: its prompt where that row is
     cheap to read (`_first_row_is_cheap`), then whether it is a tool or interaction row or
-    holds a media placeholder with no media column (`unsupported_row`), which is checked
-    whatever the file's row groups: it reads three columns, within train's decoding budget,
-    and verl's tables hold such rows throughout, so the first row tells."""
-    from trainer.grpo.data import RL_COLUMNS, RLDataError
+    holds a media placeholder with no media column (`unsupported_row`), and its extra_info
+    (`checked_extra_info`), which are checked whatever the file's row groups: it reads
+    three columns, within train's decoding budget, and verl's tables hold such rows
+    throughout, so the first row tells."""
+    from trainer.grpo.data import RL_COLUMNS, RLDataError, checked_extra_info
     from trainer.grpo.prompt_row import checked_prompt_row
-    from trainer.grpo.unsupported_rows import TASK_COLUMNS, unsupported_row
+    from trainer.grpo.unsupported_rows import TASK_COLUMNS, unsupported_row, unsupported_task
 
     if _first_row_is_cheap(path):
         row, where, whole_row = _first_row(path, (cfg.data.prompt_key, *RL_COLUMNS))
         custom_reward = bool(cfg.reward.path)
         checked_prompt_row(row, where, whole_row, cfg.data.prompt_key, custom_reward)
-    else:
+    else:  # the row's extra_info, read, is refused as train's checked_prompt_row does
         row, where, _ = _first_row(path, (cfg.data.prompt_key, *TASK_COLUMNS))
+        if why := unsupported_task(row) or checked_extra_info(row.get("extra_info")):
+            raise RLDataError(f"{where}: {why}")
     as_text = cfg.data.placeholders_as_text
     if why := unsupported_row(row, cfg.data.prompt_key, placeholders_as_text=as_text):
         raise RLDataError(f"{where}: {why}")

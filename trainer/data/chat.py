@@ -840,14 +840,17 @@ def _refuse_reply_left_out(
         )
 
 
-# A probe turn's content: text no template writes of its own, its turn's number at both ends
-# (`_PROBE_END`, letters and digits alone, no end a part of another: "zq1qz" is in no
-# "zq11qz"). A turn is rendered where an end is in the text, case aside: a template that
+# A probe turn's content: text no template writes of its own, its turn's code at both ends
+# (`_PROBE_END`). A turn is rendered where an end is in the text, case aside: a template that
 # changes a turn's text (upper, capitalize, title, trim, tojson, replace of '_', a slice or
 # truncate keeping its front or its back) still shows it, where the whole marker matched as
-# written judged such a turn left out.
+# written judged such a turn left out. Every turn's code in a chat is as long as the others
+# (`_turn_codes`, letters of `_CODE_LETTERS`, which hold no letter of the ends' `zq` and `qz`,
+# so no end is a part of another or spans two), and is one letter up to 24 turns: a template
+# slicing 5 characters showed turns 0 to 9 and hid the rest, where the number was the code.
 _PROBE_END = "zq{}qz"
 _PROBE_MARKER = f"{_PROBE_END}_mfsdp_turn_probe_7f3a9c_{_PROBE_END}"
+_CODE_LETTERS = "abcdefghijklmnoprstuvwxy"
 # A probe call's name and arguments, numbered over the chat's calls as the turns are
 _CALL_NAME = "zn{}nz"
 _CALL_ARGUMENT = "za{}az"
@@ -904,8 +907,9 @@ def probed_chat(
         return answers[shape]
     probe: list[dict] = []
     call_markers: list[tuple[int, str]] = []
+    codes = _turn_codes(len(turns))
     for index, turn in enumerate(turns):
-        probed = {**turn, "content": _PROBE_MARKER.format(index, index)}
+        probed = {**turn, "content": _PROBE_MARKER.format(codes[index], codes[index])}
         if turn.get("tool_calls") and _is_call_list(turn["tool_calls"]):
             calls = [
                 _probe_call(call, len(call_markers) + at)
@@ -922,7 +926,7 @@ def probed_chat(
             add_generation_prompt=add_generation_prompt,
         )["text"].lower()
         answer: Probe | None = Probe(
-            tuple(index for index in range(len(turns)) if _PROBE_END.format(index) not in text),
+            tuple(index for index, code in enumerate(codes) if _PROBE_END.format(code) not in text),
             tuple(sorted({index for index, marker in call_markers if marker not in text})),
         )
     except ChatFormatError:
@@ -930,6 +934,22 @@ def probed_chat(
     if len(answers) < _SHAPES_KEPT:
         answers[shape] = answer
     return answer
+
+
+def _turn_codes(count: int) -> list[str]:
+    """A code for each of `count` turns, all of one length, the fewest letters of
+    `_CODE_LETTERS` that number them: a turn's end in the probe is as long as any other's."""
+    base, width = len(_CODE_LETTERS), 1
+    while base**width < count:
+        width += 1
+    codes = []
+    for index in range(count):
+        letters = []
+        for _ in range(width):
+            index, digit = divmod(index, base)
+            letters.append(_CODE_LETTERS[digit])
+        codes.append("".join(reversed(letters)))
+    return codes
 
 
 def _calls_shape(calls: Any) -> tuple:

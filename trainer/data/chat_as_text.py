@@ -64,11 +64,13 @@ _NEXT_ITEM = re.compile(r"\s*(array\b|\S)")
 # The scan itself pays per line as well (4 M line breaks, which make no token counted, took
 # 13 s), so a text of more lines than tokens allowed is not scanned: each line of a chat any
 # of these writers leaves holds a token (a turn's line breaks are written escaped). Lines
-# holding nothing but spaces are dropped first (`_BLANK_LINES`, one pass): they hold no
+# holding nothing but whitespace are dropped first (`_BLANK_LINES`, one pass): they hold no
 # token of any of these forms, and a chat padded with 20,000 of them read as a prompt.
 _MAX_TOKENS = 20_000
-# line breaks with nothing between them but spaces JSON and Python both skip: one is kept
-_BLANK_LINES = re.compile(r"\n(?:[ \t\r]*+\n)++")
+# line breaks with nothing between them but whitespace, whatever str.strip() removes (lines
+# of form feeds, vertical tabs or other unicode spaces hid a chat as lines of spaces did):
+# one is kept
+_BLANK_LINES = re.compile(r"\n(?:[^\S\n]*+\n)++")
 _MAX_DEPTH = 100
 _LITERAL_KEYWORDS = frozenset({"True", "False", "None"})
 _LITERAL_OPS = frozenset({*"[]{}(),:+-=", "..."})

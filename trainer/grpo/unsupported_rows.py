@@ -39,7 +39,8 @@ import re
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
-from trainer.data.empty_cells import holds_nothing
+from mfsdp_ckpt.storage.unique_json import too_many_containers
+from trainer.data.empty_cells import JSON_TEXT_MAX, MAX_DEPTH, holds_nothing
 
 # extra_info keys verl's tool and interaction rollouts read; a value in one needs them
 TOOL_KEYS = ("tools_kwargs", "interaction_kwargs")
@@ -81,10 +82,16 @@ def unsupported_task(row: dict[str, Any]) -> str | None:
 def _as_mapping(extra_info: Any) -> dict | None:
     """`extra_info` as the dict its writer meant, or None: a dict, JSON text of an object
     (`json.dumps` of verl's dict) or a parquet map's (key, value) pairs, as pyarrow reads
-    one. Only the tool check reads it so: verl reads a dict alone."""
+    one. Only the tool check reads it so: verl reads a dict alone. Text is parsed within the
+    bounds of a JSON cell (`empty_cells`), as every row pays for it: text longer than
+    JSON_TEXT_MAX or of more than MAX_DEPTH objects and arrays (so nested no deeper) is read
+    as no dict, refused as the text it is (`checked_extra_info`), never parsed (unbounded, a
+    46 MB cell took 1.5 GB and deep nesting raised RecursionError)."""
     if isinstance(extra_info, dict):
         return extra_info
     if isinstance(extra_info, str):
+        if len(extra_info) > JSON_TEXT_MAX or too_many_containers(extra_info, MAX_DEPTH):
+            return None
         try:
             parsed = json.loads(extra_info)
         except ValueError:
