@@ -140,9 +140,10 @@ def _torch_dist_converter(dcp: Path) -> str:
     it in the fsdp_dtensor format (`--swiglu` for a SwiGLU MLP, whose fc1 it splits). The
     inspector reads the save's common state from `common.pt`, which megatron-core 0.19 and
     later keep in the DCP's `common_state` entry instead; for such a save the line says to
-    write that file first from the entry (megatron-core's `load_common_state_dict`) and to
-    let torch load it whole (it holds the run's args, which torch's weights-only load
-    refuses)."""
+    write that file first from the entry (megatron-core's `load_common_state_dict`). Either
+    way the inspector is run letting torch load `common.pt` whole: it holds the run's args
+    (a `functools.partial` among them), which torch's weights-only load refuses, so the same
+    command is given before and after that file is written."""
     local_dir = dcp.parent
     if dcp.name == DIST_CKPT_DIR and is_dir(local_dir / HF_ASSETS_DIR):
         return (
@@ -151,7 +152,7 @@ def _torch_dist_converter(dcp: Path) -> str:
             " --tie-word-embedding for a model whose embeddings are tied)"
         )
     convert = (
-        "torchrun tools/checkpoint/checkpoint_inspector.py"
+        "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 torchrun tools/checkpoint/checkpoint_inspector.py"
         f" convert-torch-dist-to-fsdp-dtensor {dcp} OUT"
     )
     if is_file(dcp / LEGACY_COMMON_FILE):
@@ -164,7 +165,7 @@ def _torch_dist_converter(dcp: Path) -> str:
         " (megatron-core 0.19 keeps that state in the DCP): write it with `python -c"
         ' "import torch; from megatron.core.dist_checkpointing import load_common_state_dict'
         f" as c; torch.save(c('{dcp}'), '{dcp / LEGACY_COMMON_FILE}')\"`, then"
-        f" `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 {convert}` (with --swiglu for a SwiGLU MLP)"
+        f" `{convert}` (with --swiglu for a SwiGLU MLP)"
         " rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads"
     )
 

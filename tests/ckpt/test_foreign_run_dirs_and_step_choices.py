@@ -216,7 +216,8 @@ def test_megatron_lm_torch_dist_is_sent_to_megatron_lm_s_converter(tmp_path):
     said = str(caught.value)
     assert "verl.model_merger" not in said, said
     assert said.endswith(
-        "Megatron-LM's `torchrun tools/checkpoint/checkpoint_inspector.py"
+        "Megatron-LM's `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 torchrun"
+        " tools/checkpoint/checkpoint_inspector.py"
         f" convert-torch-dist-to-fsdp-dtensor {step} OUT` (with --swiglu for a SwiGLU MLP)"
         " rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads"
     ), said
