@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.asset_rewrites import rewrite_assets
-from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.hf_config import (
     ExpectedWeights,
     HFConfigError,
@@ -25,7 +25,13 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
 from mfsdp_ckpt.convert.mapping_errors import MappingError
-from mfsdp_ckpt.convert.name_maps import model_tensors
+from mfsdp_ckpt.convert.name_maps import (
+    HF,
+    MCORE,
+    detect_layout,
+    mcore_rules,
+    model_tensors,
+)
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, file_walk, finding_runs, hf_trainer, layout
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
@@ -632,18 +638,50 @@ def load_copied_config(
     copy: Path, asset_location: str, derived: bool = False
 ) -> JsonConfig | PretrainedConfig:
     """`load_config` of the config.json copied to `copy` from `asset_location` (`derived`:
-    a record's, `config_json_location`); an error names where it came from, not the copy
-    (exit 2)."""
+    a record's, `config_json_location`); an error, and the line said as transformers reads
+    it, name where it came from, not the copy (exit 2)."""
+    where = config_json_location(asset_location, derived)
     try:
-        return load_config(copy)
+        return load_config(copy, shown_as=where)
     except HFConfigError as err:
-        where = config_json_location(asset_location, derived)
         raise ExportUsageError(str(err).replace(str(copy), where)) from None
 
 
-def load_config(path: str | os.PathLike) -> JsonConfig | PretrainedConfig:
+def refuse_family_without_table(
+    source: ExportSource, copy: Path, layout_name: str, hf_config: str | os.PathLike | None
+) -> None:
+    """Refuse a checkpoint of Megatron-core names (as `layout_name` or, for auto, its names
+    say) whose config.json at `copy` is of a family with no mcore name table, from that
+    model_type read as JSON. `plan_export` refuses it too, but only after `load_config`
+    built the config through transformers, as it must for a family hf_shapes does not
+    know: 10-30 s on 2 cores, longer than a whole export of a tiny model. Exit 2 when the
+    config is the user's (`hf_config`), else 1, as `plan_export` says it; anything this
+    cannot tell (no model_type, names of neither layout) is left for the plan to say."""
+    try:
+        model_type = read_config_json(copy)[1].get("model_type")
+    except (OSError, ValueError):
+        return
+    if not isinstance(model_type, str) or layout_name == HF:
+        return
+    try:
+        shown = detect_layout(model_tensors(list(source.reader.tensors)))
+    except (MappingError, AmbiguousStateError):
+        return
+    if shown != MCORE:
+        return
+    try:
+        mcore_rules(model_type)
+    except MappingError as err:
+        error = ExportUsageError if hf_config is not None else ExportError
+        raise error(f"{source.location}: {err}") from None
+
+
+def load_config(
+    path: str | os.PathLike, shown_as: str | os.PathLike | None = None
+) -> JsonConfig | PretrainedConfig:
     """A `JsonConfig` when hf_shapes knows the family and every number it needs is in
-    the file; otherwise (or for any problem with the file) transformers' config. Sizes
+    the file; otherwise (or for any problem with the file) transformers' config, its
+    wait said naming `shown_as` (where the file came from; default `path`). Sizes
     that are not positive, do not divide, or claim more than `hf_config.MAX_LAYERS` layers are
     refused (HFConfigError) before any name is generated from them."""
     try:
@@ -651,8 +689,8 @@ def load_config(path: str | os.PathLike) -> JsonConfig | PretrainedConfig:
     except (OSError, ValueError):
         data = None
     if not isinstance(data, dict):
-        return load_hf_config(path)
-    return json_config(data, path) or load_hf_config(path)
+        return load_hf_config(path, shown_as=shown_as)
+    return json_config(data, path) or load_hf_config(path, shown_as=shown_as)
 
 
 def json_config(data: dict, where: str | os.PathLike) -> JsonConfig | None:

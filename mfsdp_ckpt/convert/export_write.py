@@ -22,6 +22,7 @@ from mfsdp_ckpt.convert.export_scheduler import StopFlag, run_tasks
 from mfsdp_ckpt.convert.export_source import (
     JsonConfig,
     load_copied_config,
+    refuse_family_without_table,
 )
 from mfsdp_ckpt.convert.export_stream import (
     PieceBuffers,
@@ -136,6 +137,9 @@ def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> Export
     guessed), checked to be backed by the checkpoint's bytes before the writer checks there
     is room for them. --lora-alpha with no adapter to merge is refused (exit 2)."""
     source = prepared.source
+    refuse_family_without_table(
+        source, tmp / HF_CONFIG_FILE, options.layout_name, options.hf_config
+    )
     config = load_copied_config(
         tmp / HF_CONFIG_FILE, prepared.asset_location, prepared.derived is not None
     )

@@ -371,12 +371,16 @@ def layers_beyond_checkpoint(layers: object, names: Iterable[str]) -> str | None
 
 
 def load_hf_config(
-    path: str | os.PathLike, root: str | os.PathLike | None = None
+    path: str | os.PathLike,
+    root: str | os.PathLike | None = None,
+    shown_as: str | os.PathLike | None = None,
 ) -> PretrainedConfig:
-    """A transformers config from a directory or a config.json path (local files only)."""
+    """A transformers config from a directory or a config.json path (local files only);
+    `shown_as`: where the file came from, for the line said as transformers loads (an
+    export reads a copy in its hidden output dir, which the user never named)."""
     config_file, data = read_config_json(path, root)
     check_geometry(data, config_file)
-    _checking(config_file)
+    _checking(config_file if shown_as is None else shown_as)
     from transformers import AutoConfig
 
     try:

@@ -754,6 +754,18 @@ def _refuse_unsupported_parts(
             )
 
 
+def mcore_rules(model_type: str) -> tuple[Rule, ...]:
+    """The mcore name table of `model_type`; MappingError naming the families that have
+    one. Asked of config.json's model_type alone, so an export can refuse a family before
+    it builds the config (`export_source.refuse_family_without_table`)."""
+    rules = MCORE_FAMILIES.get(model_type)
+    if rules is None:
+        raise MappingError(
+            f"model family {model_type!r} has no mcore name table (known: {sorted(MCORE_FAMILIES)})"
+        )
+    return rules
+
+
 def map_names(
     module_paths: dict[str, tuple[int, ...]],
     stored_keys: dict[str, str],
@@ -781,12 +793,7 @@ def map_names(
             shapes = tuple(transform.shapes(shape, geometry))
             planned.append(MappedTensor(stored_keys[path], targets, shapes, transform))
     else:
-        rules = MCORE_FAMILIES.get(model_type)
-        if rules is None:
-            raise MappingError(
-                f"model family {model_type!r} has no mcore name table (known: "
-                f"{sorted(MCORE_FAMILIES)})"
-            )
+        rules = mcore_rules(model_type)
         from mfsdp_ckpt.convert.fused_experts import stacked_expert_targets
 
         _refuse_unsupported_parts(module_paths, stored_keys, rules, model_type)
