@@ -36,6 +36,11 @@ OTHER_TOKENS = {
         "<\uff5cAssistant\uff5c>",
         "<\uff5cend\u2581of\u2581sentence\uff5c>",
     ],
+    "deepseek_r1_distill_jan2025": [
+        "<\uff5cUser\uff5c>",
+        "<\uff5cAssistant\uff5c>",
+        "<\uff5cend\u2581of\u2581sentence\uff5c>",
+    ],
 }
 
 

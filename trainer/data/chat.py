@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from markupsafe import escape
+
 from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
@@ -391,7 +393,7 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
             )
         _check_tool_calls(number, turn)
         content = turn["content"]
-        calls_tools = tool_calls_without_content and content is None and turn.get("tool_calls")
+        calls_tools = tool_calls_without_content and content is None and _makes_calls(turn)
         if isinstance(content, float) and math.isnan(content):  # pandas' missing value
             raise ChatFormatError(
                 f'a chat turn\'s content is {content}, a missing value (write "" for an empty'
@@ -412,16 +414,24 @@ def _check_tool_calls(number: int, turn: dict) -> None:
     """A turn's `tool_calls` that is not a list of objects is refused: JSON text (as a
     parquet or JSON export stores nested lists) reached the template as a string, which
     Hermes' looped over one character at a time, training some eighty empty calls; verl
-    passes it on as it is, so trains the same. Null and `[]` are no calls."""
+    passes it on as it is, so trains the same. A value that holds nothing (`holds_nothing`:
+    null, `[]`, `{}`, blank text, '[]' as text) is no calls, as a template column holding
+    nothing is: exports write "" for "none" on plain replies."""
     calls = turn.get("tool_calls")
-    if calls is None or _is_call_list(calls):
+    if _is_call_list(calls) or holds_nothing(calls):
         return
     found = (
         next(call for call in calls if not isinstance(call, dict))
         if isinstance(calls, (list, tuple))
         else calls
     )
-    hint = " (JSON text: store the calls as a list, not its text)" if isinstance(calls, str) else ""
+    hint = ""
+    if isinstance(calls, str):
+        hint = (
+            " (JSON text: store the calls as a list, not its text)"
+            if calls.lstrip()[:1] in ("[", "{")
+            else " (text: store the calls as a list, or null for none)"
+        )
     raise ChatFormatError(
         f"turn {number} ({turn.get('role')!r}): tool_calls must be a list of objects"
         f" ({{function: {{name, arguments}}}}), found {_kind(found)} {cut_to(repr(found), 80)}"
@@ -432,6 +442,13 @@ def _check_tool_calls(number: int, turn: dict) -> None:
 def _is_call_list(calls: Any) -> bool:
     """Whether a turn's `tool_calls` is a list of objects, as templates read it."""
     return isinstance(calls, (list, tuple)) and all(isinstance(call, dict) for call in calls)
+
+
+def _makes_calls(turn: dict) -> bool:
+    """Whether `turn` calls tools: its `tool_calls` a list of one object or more (any other
+    value left is one that holds nothing, `_check_tool_calls`)."""
+    calls = turn.get("tool_calls")
+    return bool(calls) and _is_call_list(calls)
 
 
 def _given_keys(turn: dict) -> dict:
@@ -470,8 +487,9 @@ def _template_turns(turns: Iterable[dict]) -> list[dict]:
 
 
 def _without_no_calls(turn: dict) -> dict:
-    """`turn` without its `tool_calls` key where that holds no call (`[]`)."""
-    if "tool_calls" in turn and not turn["tool_calls"]:
+    """`turn` without its `tool_calls` key where that holds nothing (`[]`, "", `{}`): a
+    template testing it as true (blank text) looped over its characters as calls."""
+    if "tool_calls" in turn and holds_nothing(turn["tool_calls"]):
         return {key: value for key, value in turn.items() if key != "tool_calls"}
     return turn
 
@@ -710,13 +728,15 @@ def refuse_unrendered_tool_calls(
     template raises on the probe, the turns are rendered without their calls (one render
     more) and refused where the text is the same; a template that cannot render them without
     their calls renders the calls (Qwen2.5's raises on a null content without calls)."""
-    calling = [index for index, turn in enumerate(turns) if turn.get("tool_calls")]
+    calling = [index for index, turn in enumerate(turns) if _makes_calls(turn)]
     if not calling:
         return
     probe = probed_chat(tokenizer, turns, limit, add_generation_prompt)
     if probe is not None:
         if probe.calls_left_out:
-            _refuse_calls_left_out(turns, probe.calls_left_out[0], limit)
+            _refuse_calls_left_out(
+                tokenizer, turns, probe.calls_left_out[0], limit, add_generation_prompt
+            )
         return
     without = [{key: value for key, value in turn.items() if key != "tool_calls"} for turn in turns]
     try:
@@ -724,18 +744,48 @@ def refuse_unrendered_tool_calls(
     except ChatFormatError:  # it renders them: without them it took another branch, and failed
         return
     if rendered["text"] == text:
-        _refuse_calls_left_out(turns, calling[0], limit)
+        _refuse_calls_left_out(tokenizer, turns, calling[0], limit, add_generation_prompt)
 
 
-def _refuse_calls_left_out(turns: list[dict], index: int, limit: RowLimit) -> None:
-    """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`."""
+def _refuse_calls_left_out(
+    tokenizer: Any, turns: list[dict], index: int, limit: RowLimit, add_generation_prompt: bool
+) -> None:
+    """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`. Where its
+    calls' arguments are JSON text (OpenAI's form) and the template renders them once they
+    are objects (vLLM's Gemma 3 pythonic example wrote the text one character an argument),
+    the remedy is storing them so, not another template."""
     turn = turns[index]
+    remedy = "use a template that renders tool_calls"
+    as_objects = [dict(other) for other in turns]
+    as_objects[index]["tool_calls"] = [_arguments_as_object(call) for call in turn["tool_calls"]]
+    if as_objects[index]["tool_calls"] != turn["tool_calls"]:
+        probe = probed_chat(tokenizer, as_objects, limit, add_generation_prompt)
+        if probe is not None and index not in probe.calls_left_out:
+            remedy = (
+                'store each call\'s arguments as an object ({"city": "Oslo"}), not as'
+                " JSON text: the template renders them so"
+            )
     raise ChatFormatError(
         f"{turn['role']!r} turn with tool_calls: {limit.template} does not render them"
         f" (turn {index + 1}: its calls' names and arguments are not in the text), so"
-        f" tool-calling chats are not trained with it (the calls would be left out); use a"
-        f" template that renders tool_calls, found {cut_to(repr(turn), 200)}"
+        f" tool-calling chats are not trained with it (the calls would be left out); {remedy},"
+        f" found {cut_to(repr(turn), 200)}"
     )
+
+
+def _arguments_as_object(call: dict) -> dict:
+    """`call` with arguments that are JSON text of an object given as that object."""
+    function = call.get("function")
+    inner = function if isinstance(function, dict) else call
+    arguments = inner.get("arguments")
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return call
+    inner = {**inner, "arguments": parsed}
+    return {**call, "function": inner} if isinstance(function, dict) else inner
 
 
 def refuse_unrendered_turns(
@@ -758,8 +808,11 @@ def refuse_unrendered_turns(
     that probe, a turn is refused where the text lacks its content and the turns rendered
     without every such turn are the same text (one render, only for a row with such a
     turn); a template that fails without them renders them. An assistant turn the template
-    keeps but whose content it leaves out, whole or in part, is refused too
-    (`_refuse_reply_left_out`)."""
+    keeps but whose content it leaves out, whole or in part, is refused too where it trains
+    (`_refuse_reply_left_out`): a chat rendered with the generation prompt is a prompt (a
+    GRPO prompt, a prompt/response row's prompt), none of whose turns trains, and a template
+    leaving out reasoning of its earlier replies (Qwen3's, DeepSeek-R1's) renders it as the
+    model is served."""
     if any(turn["role"] not in ("user", "assistant") for turn in turns):
         for index in dropped_turns(tokenizer, turns, limit, add_generation_prompt) or ():
             if turns[index]["role"] not in ("user", "assistant"):
@@ -777,7 +830,8 @@ def refuse_unrendered_turns(
             rendered = None
         if rendered is not None and rendered["text"] == text:
             _refuse_left_out(turns, lacked[0], limit)
-    _refuse_reply_left_out(tokenizer, turns, limit, text, add_generation_prompt)
+    if not add_generation_prompt:
+        _refuse_reply_left_out(tokenizer, turns, limit, text)
 
 
 def _squeezed(text: str) -> str:
@@ -797,17 +851,17 @@ def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
     )
 
 
-def _refuse_reply_left_out(
-    tokenizer: Any, turns: list[dict], limit: RowLimit, text: str, add_generation_prompt: bool
-) -> None:
+def _refuse_reply_left_out(tokenizer: Any, turns: list[dict], limit: RowLimit, text: str) -> None:
     """ChatFormatError naming the first assistant turn whose content the template leaves
     out of `text` though it renders the turn: Hermes' and Llama 3.1's write no content in a
     turn that calls tools (its marker is missing in the chat of the row's shape,
     `probed_chat`), DeepSeek-R1's first template keeps only what follows `</think>` (a line
     of the content is not in the text, whitespace and case aside). verl trains such a turn
     without its text, silently: a distillation set lost all its reasoning. A content the
-    template changes but keeps (trimmed, capitalized) is in the text; a blank one loses
-    nothing. The turns of other roles are judged by `refuse_unrendered_turns` alone."""
+    template changes but keeps (trimmed, capitalized, JSON- or HTML-escaped: `_written_forms`)
+    is in the text; a blank one loses nothing. Asked of a chat whose assistant turns train
+    (a messages row's), never of a prompt's. The turns of other roles are judged by
+    `refuse_unrendered_turns` alone."""
     replies = [
         index
         for index, turn in enumerate(turns)
@@ -817,7 +871,7 @@ def _refuse_reply_left_out(
     ]
     if not replies:
         return
-    probe = probed_chat(tokenizer, turns, limit, add_generation_prompt)
+    probe = probed_chat(tokenizer, turns, limit)
     squeezed: str | None = None  # the text without its whitespace, lower case, once needed
     for index in replies:
         content = turns[index]["content"]
@@ -825,7 +879,7 @@ def _refuse_reply_left_out(
         if not dropped and content.strip() in text:
             continue
         squeezed = squeezed if squeezed is not None else _squeezed(text)
-        if not dropped and _squeezed(content) in squeezed:
+        if not dropped and any(_squeezed(form) in squeezed for form in _written_forms(content)):
             continue
         missing = next(
             (line for line in content.splitlines() if _squeezed(line) not in squeezed), content
@@ -838,6 +892,14 @@ def _refuse_reply_left_out(
             " 'reasoning_content' where it reads that; the text of a turn with tool_calls"
             " into a turn of its own)"
         )
+
+
+def _written_forms(content: str) -> tuple[str, ...]:
+    """The forms in which a template writes `content` whole: as it is, JSON-escaped (its
+    `|tojson`, as transformers writes it: a newline, quote, tab or backslash escaped) and
+    HTML-escaped (`|e`: a quote, `<` or `&`)."""
+    content = content.strip()
+    return (content, json.dumps(content, ensure_ascii=False)[1:-1], str(escape(content)))
 
 
 # A probe turn's content: text no template writes of its own, its turn's code at both ends
@@ -890,16 +952,22 @@ def probed_chat(
     tool call's name and arguments by others (`_probe_call`), rendered once; a turn neither
     of whose marker's ends is in the text, case aside, is left out (`_PROBE_MARKER`: what a
     template does to a turn's text keeps one), and so are the calls of a turn one of whose
-    call markers is missing. Whether a template renders a turn can depend on the chat around
-    it (Mistral-v0.3's writes the system turn into the last turn only where that is a user
-    turn), so a probe of fixed layouts misjudged prompts. None where the template raises on
-    the probe (the row's own check of texts decides then). Asked once per template and shape
-    (the roles, each turn's calls laid out, the generation prompt), so a file of a few shapes
-    costs a few renders, not one per row; rendered unbounded (`truncated`), as the probe is
-    no row."""
+    call markers is missing. A null or empty content stays so (a turn holding none is never
+    left out): DeepSeek-R1-Distill's template writes a turn's calls only where its content
+    is null, another only where it is not empty, so a marker there hid calls the row's text
+    has, or showed calls it lacks. Whether a template renders a turn can depend on the chat
+    around it (Mistral-v0.3's writes the system turn into the last turn only where that is a
+    user turn), so a probe of fixed layouts misjudged prompts. None where the template raises
+    on the probe (the row's own check of texts decides then). Asked once per template and
+    shape (the roles, each turn's content null, empty or not, each turn's calls laid out,
+    the generation prompt), so a file of a few shapes costs a few renders, not one per row;
+    rendered unbounded (`truncated`), as the probe is no row."""
     shape = (
         str(getattr(tokenizer, "chat_template", "")),
-        tuple((turn["role"], _calls_shape(turn.get("tool_calls"))) for turn in turns),
+        tuple(
+            (turn["role"], _content_shape(turn["content"]), _calls_shape(turn.get("tool_calls")))
+            for turn in turns
+        ),
         add_generation_prompt,
     )
     answers = _PROBES.setdefault(tokenizer, {})
@@ -908,9 +976,12 @@ def probed_chat(
     probe: list[dict] = []
     call_markers: list[tuple[int, str]] = []
     codes = _turn_codes(len(turns))
+    marked = [bool(turn["content"]) for turn in turns]
     for index, turn in enumerate(turns):
-        probed = {**turn, "content": _PROBE_MARKER.format(codes[index], codes[index])}
-        if turn.get("tool_calls") and _is_call_list(turn["tool_calls"]):
+        probed = dict(turn)
+        if marked[index]:
+            probed["content"] = _PROBE_MARKER.format(codes[index], codes[index])
+        if _makes_calls(turn):
             calls = [
                 _probe_call(call, len(call_markers) + at)
                 for at, call in enumerate(turn["tool_calls"])
@@ -926,7 +997,11 @@ def probed_chat(
             add_generation_prompt=add_generation_prompt,
         )["text"].lower()
         answer: Probe | None = Probe(
-            tuple(index for index, code in enumerate(codes) if _PROBE_END.format(code) not in text),
+            tuple(
+                index
+                for index, code in enumerate(codes)
+                if marked[index] and _PROBE_END.format(code) not in text
+            ),
             tuple(sorted({index for index, marker in call_markers if marker not in text})),
         )
     except ChatFormatError:
@@ -952,10 +1027,16 @@ def _turn_codes(count: int) -> list[str]:
     return codes
 
 
+def _content_shape(content: Any) -> bool | None:
+    """What of a turn's content a template's branches read: None where it is null, False
+    where it is empty, True where it holds text."""
+    return None if content is None else bool(content)
+
+
 def _calls_shape(calls: Any) -> tuple:
     """The layout of a turn's tool calls that a template's branches read: each call's keys,
     its function's, and its arguments' type and emptiness (no values)."""
-    if not calls:
+    if holds_nothing(calls):
         return ()
     if not _is_call_list(calls):  # refused by `checked_turns`; the template decides here
         return (type(calls).__name__, repr(calls))
