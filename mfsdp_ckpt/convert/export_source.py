@@ -656,12 +656,15 @@ def refuse_family_without_table(
     built the config through transformers, as it must for a family hf_shapes does not
     know: 10-30 s on 2 cores, longer than a whole export of a tiny model. Exit 2 when the
     config is the user's (`hf_config`), else 1, as `plan_export` says it; anything this
-    cannot tell (no model_type, names of neither layout) is left for the plan to say."""
+    cannot tell (no model_type, names of neither layout) is left for the plan to say, and so
+    is a config with an `auto_map`: its family may be one only the model's shipped code
+    builds, which the config's own check names."""
     try:
-        model_type = read_config_json(copy)[1].get("model_type")
+        config = read_config_json(copy)[1]
     except (OSError, ValueError):
         return
-    if not isinstance(model_type, str) or layout_name == HF:
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or layout_name == HF or "auto_map" in config:
         return
     try:
         shown = detect_layout(model_tensors(list(source.reader.tensors)))
