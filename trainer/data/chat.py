@@ -42,7 +42,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from markupsafe import escape
 
@@ -248,7 +248,7 @@ def _turns_in(value: Any, column: str) -> list[dict]:
     column: a row reads turns from its messages or its prompt, and the error ("each chat
     turn needs 'role' and 'content', found 1") said which of them only by its value."""
     try:
-        return checked_turns(value, tool_calls_without_content=True)
+        return checked_turns(value)
     except ChatFormatError as err:
         raise ChatFormatError(f"'{column}': {err}") from None
 
@@ -370,17 +370,17 @@ def _number_hint(value: Any, where: str, *, trained: bool = False) -> str:
     )
 
 
-def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> list[dict]:
+def checked_turns(turns: Any) -> list[dict]:
     """Chat turns as a chat template needs them: a list of turns whose role and content are
     text, each passed on whole (a copy of it, its values as the data file holds them), as
     verl's MultiTurnSFTDataset passes them: keeping only role and content trained without
     the `reasoning_content` (or `name`, `tool_calls`, ...) a template renders. A string
     was iterated as turns (one per character), and content that is a number or a list of
     parts (OpenAI's multimodal form) made the template raise TypeError: a traceback in the
-    rank instead of the row's name. With `tool_calls_without_content`, a turn with
-    `tool_calls` may have null content, as OpenAI's API writes a turn that only calls tools
-    and verl passes it to the template (Qwen2.5's renders the calls alone); its caller then
-    reads such content as None."""
+    rank instead of the row's name. A turn that calls tools may have null content, as
+    OpenAI's API writes a turn that only calls tools and verl passes it to the template
+    (Qwen2.5's renders the calls alone; DeepSeek-R1-Distill's renders them only so), in an
+    SFT row and a GRPO prompt alike; the caller reads such content as None."""
     if not isinstance(turns, (list, tuple)):
         raise ChatFormatError(
             f"chat turns must be a list of {{role, content}}, found {type(turns).__name__}"
@@ -393,7 +393,7 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
             )
         _check_tool_calls(number, turn)
         content = turn["content"]
-        calls_tools = tool_calls_without_content and content is None and _makes_calls(turn)
+        calls_tools = content is None and _makes_calls(turn)
         if isinstance(content, float) and math.isnan(content):  # pandas' missing value
             raise ChatFormatError(
                 f'a chat turn\'s content is {content}, a missing value (write "" for an empty'
@@ -402,8 +402,8 @@ def checked_turns(turns: Any, *, tool_calls_without_content: bool = False) -> li
         if not isinstance(turn["role"], str) or not (isinstance(content, str) or calls_tools):
             raise ChatFormatError(
                 f"a chat turn's role and content must be text (content may be null only"
-                ' in a turn with tool_calls; write "" for an empty one), found'
-                f" {cut_to(repr(turn), 200)}"
+                ' in a turn that calls tools, its tool_calls a list of calls; write "" for'
+                f" an empty one), found {cut_to(repr(turn), 200)}"
                 f"{_number_hint(content, 'the content')}"
             )
         _check_role(turn["role"])
@@ -416,9 +416,21 @@ def _check_tool_calls(number: int, turn: dict) -> None:
     Hermes' looped over one character at a time, training some eighty empty calls; verl
     passes it on as it is, so trains the same. A value that holds nothing (`holds_nothing`:
     null, `[]`, `{}`, blank text, '[]' as text) is no calls, as a template column holding
-    nothing is: exports write "" for "none" on plain replies."""
+    nothing is: exports write "" for "none" on plain replies. A call with no function name
+    (`[{}]`) is refused too: there is no call the model could learn to make, and templates
+    trained it as nothing (DeepSeek-R1's) or as `{ "name": ""}` (Hermes')."""
     calls = turn.get("tool_calls")
-    if _is_call_list(calls) or holds_nothing(calls):
+    if holds_nothing(calls):
+        return
+    if _is_call_list(calls):
+        for at, call in enumerate(calls, 1):
+            name = _function_of(call).get("name")
+            if not isinstance(name, str) or not name.strip():
+                raise ChatFormatError(
+                    f"turn {number} ({turn.get('role')!r}): tool call {at} has no function"
+                    f" name (each call is {{function: {{name, arguments}}}}), found"
+                    f" {cut_to(repr(call), 80)}"
+                )
         return
     found = (
         next(call for call in calls if not isinstance(call, dict))
@@ -439,7 +451,14 @@ def _check_tool_calls(number: int, turn: dict) -> None:
     )
 
 
-def _is_call_list(calls: Any) -> bool:
+def _function_of(call: dict) -> dict:
+    """The part of a tool call holding its name and arguments: OpenAI's `function`, or the
+    call itself where it has none (the flat form some templates read)."""
+    function = call.get("function")
+    return function if isinstance(function, dict) else call
+
+
+def _is_call_list(calls: Any) -> TypeGuard[list[dict] | tuple[dict, ...]]:
     """Whether a turn's `tool_calls` is a list of objects, as templates read it."""
     return isinstance(calls, (list, tuple)) and all(isinstance(call, dict) for call in calls)
 
@@ -750,27 +769,54 @@ def refuse_unrendered_tool_calls(
 def _refuse_calls_left_out(
     tokenizer: Any, turns: list[dict], index: int, limit: RowLimit, add_generation_prompt: bool
 ) -> None:
-    """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`. Where its
-    calls' arguments are JSON text (OpenAI's form) and the template renders them once they
-    are objects (vLLM's Gemma 3 pythonic example wrote the text one character an argument),
-    the remedy is storing them so, not another template."""
+    """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`. Where the
+    template renders its calls once the turn is stored otherwise, the remedy is storing it
+    so, not another template: its calls' arguments as objects where they are JSON text
+    (OpenAI's form; vLLM's Gemma 3 pythonic example wrote the text one character an
+    argument), its content null where it is empty (DeepSeek-R1-Distill's writes a turn's
+    calls only where its content is null, as OpenAI's API writes a turn that only calls
+    tools)."""
     turn = turns[index]
-    remedy = "use a template that renders tool_calls"
-    as_objects = [dict(other) for other in turns]
-    as_objects[index]["tool_calls"] = [_arguments_as_object(call) for call in turn["tool_calls"]]
-    if as_objects[index]["tool_calls"] != turn["tool_calls"]:
-        probe = probed_chat(tokenizer, as_objects, limit, add_generation_prompt)
-        if probe is not None and index not in probe.calls_left_out:
-            remedy = (
-                'store each call\'s arguments as an object ({"city": "Oslo"}), not as'
-                " JSON text: the template renders them so"
-            )
+    as_objects = {**turn, "tool_calls": [_arguments_as_object(call) for call in turn["tool_calls"]]}
+    empty = isinstance(turn["content"], str) and not turn["content"].strip()
+    chat = (tokenizer, turns, index, limit, add_generation_prompt)
+    if as_objects != turn and _renders_calls(*chat, as_objects):
+        why = (
+            "as their arguments are JSON text (the calls would be left out); store each"
+            ' call\'s arguments as an object ({"city": "Oslo"}): the template renders them so'
+        )
+    elif empty and _renders_calls(*chat, {**turn, "content": None}):
+        why = (
+            f"as its content is {turn['content']!r} (the calls would be left out); write"
+            " the content as null, as OpenAI's API writes a turn that only calls tools: the"
+            " template renders calls only there"
+        )
+    else:
+        why = (
+            "so tool-calling chats are not trained with it (the calls would be left out);"
+            " use a template that renders tool_calls"
+        )
     raise ChatFormatError(
         f"{turn['role']!r} turn with tool_calls: {limit.template} does not render them"
-        f" (turn {index + 1}: its calls' names and arguments are not in the text), so"
-        f" tool-calling chats are not trained with it (the calls would be left out); {remedy},"
+        f" (turn {index + 1}: its calls' names and arguments are not in the text), {why},"
         f" found {cut_to(repr(turn), 200)}"
     )
+
+
+def _renders_calls(
+    tokenizer: Any,
+    turns: list[dict],
+    index: int,
+    limit: RowLimit,
+    add_generation_prompt: bool,
+    turn: dict,
+) -> bool:
+    """Whether the template renders the calls of `turn` in place of turn `index` of `turns`
+    (`probed_chat`)."""
+    probe = probed_chat(
+        tokenizer, [*turns[:index], turn, *turns[index + 1 :]], limit, add_generation_prompt
+    )
+    return probe is not None and index not in probe.calls_left_out
 
 
 def _arguments_as_object(call: dict) -> dict:
@@ -1042,8 +1088,7 @@ def _calls_shape(calls: Any) -> tuple:
         return (type(calls).__name__, repr(calls))
     shape = []
     for call in calls:
-        function = call.get("function")
-        inner = function if isinstance(function, dict) else call
+        inner = _function_of(call)
         arguments = inner.get("arguments")
         shape.append((tuple(call), tuple(inner), type(arguments).__name__, bool(arguments)))
     return tuple(shape)
@@ -1052,13 +1097,12 @@ def _calls_shape(calls: Any) -> tuple:
 def _probe_call(call: dict, number: int) -> tuple[dict, tuple[str, ...]]:
     """`call` with its function's name and its arguments (a dict, or JSON text) replaced by
     markers numbered `number`, and the markers put in (lower case, as the text is searched).
-    Empty arguments stay as they are: there is nothing of them to leave out."""
+    Empty arguments stay as they are: there is nothing of them to leave out; every call has
+    a name (`_check_tool_calls`)."""
     function = call.get("function")
-    inner = dict(function) if isinstance(function, dict) else dict(call)
-    markers: list[str] = []
-    if "name" in inner:
-        inner["name"] = _CALL_NAME.format(number)
-        markers.append(inner["name"])
+    inner = dict(_function_of(call))
+    inner["name"] = _CALL_NAME.format(number)
+    markers = [inner["name"]]
     arguments = inner.get("arguments")
     if arguments and isinstance(arguments, (dict, str)):
         marker = _CALL_ARGUMENT.format(number)

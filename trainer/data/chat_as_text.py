@@ -64,13 +64,14 @@ _NEXT_ITEM = re.compile(r"\s*(array\b|\S)")
 # The scan itself pays per line as well (4 M line breaks, which make no token counted, took
 # 13 s), so a text of more lines than tokens allowed is not scanned: each line of a chat any
 # of these writers leaves holds a token (a turn's line breaks are written escaped). Lines
-# holding nothing but whitespace are dropped first (`_BLANK_LINES`, one pass): they hold no
+# holding nothing but whitespace are dropped first (`_LINE_BREAKS`, one pass): they hold no
 # token of any of these forms, and a chat padded with 20,000 of them read as a prompt.
 _MAX_TOKENS = 20_000
-# line breaks with nothing between them but whitespace, whatever str.strip() removes (lines
-# of form feeds, vertical tabs or other unicode spaces hid a chat as lines of spaces did):
-# one is kept
-_BLANK_LINES = re.compile(r"\n(?:[^\S\n]*+\n)++")
+# what is made one \n: line breaks (\n, \r\n or \r) with nothing between them but
+# whitespace, whatever str.strip() removes (lines of form feeds, vertical tabs or other
+# unicode spaces hid a chat as lines of spaces did), and a lone \r\n or \r: the tokenizer
+# and the line count know \n alone, and a chat written with \r read as a prompt
+_LINE_BREAKS = re.compile(r"(?:\r\n?|\n)(?:[^\S\r\n]*+(?:\r\n?|\n))++|\r\n?")
 _MAX_DEPTH = 100
 _LITERAL_KEYWORDS = frozenset({"True", "False", "None"})
 _LITERAL_OPS = frozenset({*"[]{}(),:+-=", "..."})
@@ -96,13 +97,14 @@ def chat_written_as_text(text: str, column: str) -> str | None:
     """Why the text prompt `text` of `column` cannot train (chat turns written out as JSON, as
     a Python literal or as numpy's text of an array, CSV-quoted or not, which form named), or
     None when it is a prompt to read as text."""
-    stripped = _BLANK_LINES.sub("\n", text.strip())
+    stripped = text.strip()
     if not _shaped_as_written(stripped):
         return None
     if not all(key.search(stripped) for key in _TURN_KEYS):
         return None
+    lines = _LINE_BREAKS.sub("\n", stripped)  # after the checks above, which they pass alike
     form = next(
-        filter(None, (_parsed_form(field, where) for where, field in _unquoted(stripped))), None
+        filter(None, (_parsed_form(field, where) for where, field in _unquoted(lines))), None
     )
     if form is None:
         return None

@@ -113,7 +113,7 @@ def chat_turns(prompt: Any, column: str = "prompt") -> list[dict]:
         ) from None
     if not turns:
         raise RLDataError("prompt must be text or a list of {role, content} turns, found []")
-    if not any(turn["content"].strip() for turn in turns):
+    if not any((turn["content"] or "").strip() for turn in turns):  # null: calls tools
         raise RLDataError("prompt's turns are all empty text")
     return turns
 
