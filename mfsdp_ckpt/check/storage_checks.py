@@ -18,6 +18,7 @@ from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.read_ahead import reading_ahead
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
+from mfsdp_ckpt.check.tensor_crc import PayloadCrc, check_blob_crcs
 from mfsdp_ckpt.format import dir_entries, file_walk, layout
 from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
 from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
@@ -281,12 +282,17 @@ def check_values(
     report: ValidationReport,
     progress: Progress | None,
     also: TensorCheck | None = None,
+    *,
+    crcs: bool = True,
 ) -> None:
     """Every tensor read once, a bounded piece at a time (`tensor_pieces`), for NaN/Inf,
-    and for what `also` looks for (the optimizer's value checks of a checkpoint without a
-    manifest): on a checkpoint of hundreds of gigabytes a second read of any tensor costs
+    for what `also` looks for (the optimizer's value checks of a checkpoint without a
+    manifest) and, where `crcs`, against the CRC written for its bytes (set where no
+    manifest digest vouches for them: with one, a changed byte is said once, by the
+    digest): on a checkpoint of hundreds of gigabytes a second read of any tensor costs
     as much as the first. `progress` is told the bytes read of all (done, total) as each
-    piece is checked: one tensor of gigabytes, or of 200,000 chunks, is minutes of reading."""
+    piece is checked: one tensor of gigabytes, or of 200,000 chunks, is minutes of
+    reading."""
     entries = list(reader.tensors.values())
     lost = files_not_readable(reader)
     unread: dict[str, list[str]] = {}  # a data file reported lost -> the tensors in it
@@ -298,7 +304,7 @@ def check_values(
             if gone is not None:  # said once for its file, not once per tensor
                 unread.setdefault(gone, []).append(entry.name)
             elif not reader.coverage_problems(entry):
-                _check_tensor(reader, entry, report, also, counted)
+                _check_tensor(reader, entry, report, also, counted, crcs)
             counted.tensor_done(entry.nbytes)
     _report_unread(unread, lost, report)
 
@@ -327,6 +333,7 @@ def _check_tensor(
     report: ValidationReport,
     also: TensorCheck | None,
     counted: _BytesDone,
+    crcs: bool,
 ) -> None:
     """One tensor read a piece at a time (`tensor_pieces`) and checked (`check_values`):
     read whole, a 2 GiB tensor held 2.5 GiB, and the largest tensor set the memory the
@@ -337,7 +344,7 @@ def _check_tensor(
 
     def scanned() -> Iterator[torch.Tensor]:
         nonlocal nans, nonfinite
-        for piece in tensor_pieces(reader, entry):
+        for piece in tensor_pieces(reader, entry, crcs=crcs):
             found = count_nonfinite_tensor(piece)
             if found:
                 nonfinite, nans = nonfinite + found, nans + count_nan_tensor(piece)
@@ -358,13 +365,18 @@ def _check_tensor(
         report.add(ERROR, where, problem)
 
 
-def tensor_pieces(reader: CheckpointReader, entry: TensorEntry) -> Iterator[torch.Tensor]:
+def tensor_pieces(
+    reader: CheckpointReader, entry: TensorEntry, *, crcs: bool = True
+) -> Iterator[torch.Tensor]:
     """`entry`'s values as flat pieces of a bounded size, in storage order (not the
     tensor's): a stored chunk of raw bytes a window at a time (`piece_reads`, as export
     --verify reads its source), into one buffer reused for every window (so a piece is
     valid only until the next is asked for); a small chunk, or one whose blob is not raw
-    bytes (compressed, another layout), decoded whole (one chunk, never the tensor).
-    CheckpointFormatError/CheckpointFileError as reading the whole tensor raises them."""
+    bytes (compressed, another layout), decoded whole (one chunk, never the tensor). Each
+    chunk's bytes are checked against the CRC written for them (`tensor_crc`) where `crcs`,
+    the raw ones as the windows pass, once the last is read.
+    CheckpointFormatError/CheckpointFileError as reading the whole tensor raises them, or
+    "fails its CRC"."""
     import torch
 
     reader.check_readable(entry)
@@ -373,12 +385,17 @@ def tensor_pieces(reader: CheckpointReader, entry: TensorEntry) -> Iterator[torc
     for chunk in entry.chunks:
         if not chunk.numel:
             continue
-        offset = None
+        where = f"{reader.root / (chunk.file or '?')} [{entry.name}]"
+        payload = None
         if chunk.length > SMALL_BLOB_BYTES:  # smaller: served from its run (`reading_ahead`)
-            offset = reader.raw_payload_offset(entry, chunk)
-        if offset is None or chunk.file is None:
+            payload = reader.raw_payload(entry, chunk)
+        if payload is None or chunk.file is None:
+            if crcs:
+                check_blob_crcs(reader, chunk, where)
             yield reader.read_chunk(entry, chunk).reshape(-1)
             continue
+        offset = payload.offset
+        crc = PayloadCrc(payload if crcs else payload._replace(crc=None), where)
         elements = min(chunk.numel, max(1, WINDOW_BYTES // size))
         if buffer is None or buffer.numel() < elements * size:
             buffer = torch.empty(elements * size, dtype=torch.uint8)
@@ -386,7 +403,9 @@ def tensor_pieces(reader: CheckpointReader, entry: TensorEntry) -> Iterator[torc
             for first in range(0, chunk.numel, elements):
                 raw = buffer[: min(elements, chunk.numel - first) * size]
                 fill(buffer=raw.numpy().data, offset=offset + first * size)
+                crc.add(raw.numpy().data)
                 yield raw.view(entry.dtype.torch)
+        crc.check()
 
 
 def files_not_readable(reader: CheckpointReader) -> dict[str, str]:

@@ -84,13 +84,17 @@ class PieceBuffers(threading.local):
 class RawPiece(NamedTuple):
     """One stored chunk of an `is_streamable` tensor as raw bytes: its `file`, where its bytes
     start there (`offset`), its element count as stored (`stored`), and the `numel` of
-    them that land in the output from element `start` on (fewer: padding dropped)."""
+    them that land in the output from element `start` on (fewer: padding dropped); with
+    the CRC written for the stored bytes (None: none) and the record holding them, which
+    --verify checks as it rereads them."""
 
     file: str
     offset: int
     stored: int
     start: int
     numel: int
+    crc: int | None = None
+    record: str = ""
 
 
 def raw_pieces(plan: ExportPlan, item: MappedTensor) -> list[RawPiece] | None:
@@ -105,11 +109,12 @@ def raw_pieces(plan: ExportPlan, item: MappedTensor) -> list[RawPiece] | None:
         first_row = chunk.offsets[0] if entry.shape else 0
         if first_row >= kept_rows:
             continue
-        offset = reader.raw_payload_offset(entry, chunk)
-        if offset is None or chunk.file is None:
+        payload = reader.raw_payload(entry, chunk)
+        if payload is None or chunk.file is None:
             return None
         kept = min(chunk.numel, (kept_rows - first_row) * row)
-        pieces.append(RawPiece(chunk.file, offset, chunk.numel, first_row * row, kept))
+        start = first_row * row
+        pieces.append(RawPiece(chunk.file, payload.offset, chunk.numel, start, kept, *payload[1:]))
     return pieces
 
 

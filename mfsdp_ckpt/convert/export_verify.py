@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.tensor_crc import PayloadCrc
 from mfsdp_ckpt.convert.export_listing import list_export, named_in_export
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, task_cost
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
@@ -28,6 +29,7 @@ from mfsdp_ckpt.convert.export_stream import (
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage.piece_reads import piece_reader, window_elements
+from mfsdp_ckpt.storage.reader import RawPayload
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
 if TYPE_CHECKING:
@@ -196,22 +198,38 @@ def _streamed_pieces(
     """The expected bytes of a streamed tensor, a bounded piece at a time: read from the
     source as stored, as the export read it (`STREAM_PIECE_ELEMENTS` through a descriptor,
     a store's read size from a URL), and cast as the export cast them (torch rounds as
-    `.to()` does). The tensor is never held whole, whatever the store."""
+    `.to()` does). The tensor is never held whole, whatever the store. Without a manifest
+    (whose digests --verify checks), each stored chunk's bytes are checked against the CRC
+    written for them (`PayloadCrc`), the rows the export
+    drops (vocabulary padding) read too for it: without a manifest it is the only evidence
+    that the source is what was saved, and the export copied it unchecked."""
     source_dtype, out_dtype = plan.entry(item).dtype, plan.dtypes[item.targets[0]]
     reader, size = plan.source.reader, source_dtype.itemsize
     elements = window_elements(reader, size, max(piece.numel for piece in pieces))
     source, target = buffers.get(elements * size, elements * out_dtype.itemsize)
+    paths = plan.source.paths  # a manifest's digests vouch for every byte (`--verify`)
+    crcs = paths is None or paths.manifest is None
     for piece in pieces:
+        where = f"{reader.root / piece.file} [{plan.entry(item).name}]"
+        written = piece.crc if crcs else None
+        crc = PayloadCrc(RawPayload(piece.offset, written, piece.record), where)
+        read = piece.numel if written is None else piece.stored
         with piece_reader(reader, piece.file, piece.offset + piece.stored * size) as fill:
-            for first in range(0, piece.numel, elements):
-                count = min(elements, piece.numel - first)
-                raw = source[: count * source_dtype.itemsize]
-                fill(buffer=raw.numpy().data, offset=piece.offset + first * source_dtype.itemsize)
+            for first in range(0, read, elements):
+                count = min(elements, read - first)
+                raw = source[: count * size]
+                fill(buffer=raw.numpy().data, offset=piece.offset + first * size)
+                crc.add(raw.numpy().data)
+                kept = min(count, piece.numel - first)
+                if kept <= 0:
+                    continue
+                raw = raw[: kept * size]
                 expected = raw
                 if out_dtype != source_dtype:
-                    expected = target[: count * out_dtype.itemsize]
+                    expected = target[: kept * out_dtype.itemsize]
                     expected.view(out_dtype.torch).copy_(raw.view(source_dtype.torch))
                 yield (piece.start + first) * out_dtype.itemsize, expected
+        crc.check()
 
 
 def _whole_pieces(

@@ -22,7 +22,7 @@ from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.bridge_trackers import other_tracker_note, other_tracker_suffix
 from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir, megatron_kind
-from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file
+from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file, leads_out
 from mfsdp_ckpt.format.finding_runs import runs_held
 from mfsdp_ckpt.format.foreign_formats import (
     foreign_format_line,
@@ -101,11 +101,17 @@ from mfsdp_ckpt.format.unfinished_steps import (
     step_unfinished_said,
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents, refuse_saved_without_model
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 # What each path resolved to in a `resolved_once` block: (absolute path, role) -> paths.
 _RESOLVED: ContextVar[dict[tuple[str, str | None], CheckpointPaths] | None] = ContextVar(
     "_RESOLVED", default=None
 )
+
+
+# The directory the checkpoint being resolved must stay in (`confining_dir`): the path the
+# user gave, or a step of a run it names. Set while `resolve_checkpoint` runs.
+_CONFINING: ContextVar[Path | None] = ContextVar("_CONFINING", default=None)
 
 
 @contextlib.contextmanager
@@ -160,12 +166,16 @@ def resolve_checkpoint(
     given = _with_real_names(Path(path))
     check_is_dir(given)
     refuse_left_step(given)
+    outer = _CONFINING.get() if _depth else None
+    token = _CONFINING.set(given if outer is None else _confining(outer, given))
     try:
         paths = _resolve_dir(given, role, _depth)
     except (IncompleteCheckpointError, CheckpointPathError) as err:
         if _depth == 0:  # a step a run dir chose is told under its tracker
             refuse_unfinished_step(given, err)
         raise
+    finally:
+        _CONFINING.reset(token)
     refuse_pieces_linked_out(confining_dir(given, paths.root), paths)  # a step: its own
     if role is not None and paths.role is None:
         raise CheckpointPathError(
@@ -176,6 +186,24 @@ def resolve_checkpoint(
     if resolved is not None:
         resolved[key] = paths
     return paths
+
+
+def _confining(outer: Path, given: Path) -> Path:
+    """`confining_dir` of a dir a level above chose (a run's step: its own), or `outer`
+    where the way to it leads out (reading the checkpoint names that link)."""
+    try:
+        return confining_dir(outer, given)
+    except CheckpointFileError:
+        return outer
+
+
+def _refuse_leading_out(dcp: Path) -> None:
+    """CheckpointFileError ("resolves outside") when a link on the way to `dcp` leads out of
+    the checkpoint: nothing out there is listed or judged ("did not finish", "137
+    file(s)"), and every route names the link, whatever is at its target."""
+    root = _CONFINING.get()
+    if root is not None and leads_out(dcp, root):
+        raise CheckpointFileError(f"{dcp}: resolves outside {root}")
 
 
 def _with_real_names(given: Path) -> Path:
@@ -212,6 +240,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     if is_dcp(given):
         return _ours_where_manifest_beside(from_dcp_dir(given, role))
     if ITER_DIR_RE.match(given.name):  # Megatron saves its DCP files into iter_N/ itself
+        _refuse_leading_out(given)
         raise missing_dcp(given)
     if VERL_CONTENTS_FILE in names and DIST_CKPT_DIR in names and VERL_MODEL_DIR in names:
         return _from_migrated_role_dir(given, role)
@@ -225,6 +254,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
             parse_step_dir_name(dcp.parent.name) is not None and is_ours(dcp.parent)
         ):  # ours: validate names what the manifest lacks
             return _ours_where_manifest_beside(from_dcp_dir(dcp, role))
+        _refuse_leading_out(dcp)
         refuse_foreign_format(dcp, children(dcp))
         raise missing_dcp(dcp)
     if VERL_CONTENTS_FILE in names or (
@@ -290,6 +320,7 @@ def _from_hf_trainer_checkpoint(checkpoint: Path, models: list[str]) -> Checkpoi
         )
     dcp = checkpoint / models[0]
     if not is_dcp(dcp):
+        _refuse_leading_out(dcp)
         raise missing_dcp(dcp)
     return from_dcp_dir(dcp, None)
 
@@ -338,6 +369,7 @@ def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
         # a hostile or broken file is refused here, in one line
         refuse_saved_without_model(role_dir, read_verl_contents(role_dir), is_dcp(dcp))
     if not is_dcp(dcp):
+        _refuse_leading_out(dcp)
         if is_dir(dcp):
             refuse_foreign_format(dcp, children(dcp))
         raise missing_dcp(dcp)

@@ -20,7 +20,7 @@ import os
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
 from mfsdp_ckpt.check.printable import cut_to, torch_load_reason
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
@@ -36,7 +36,7 @@ from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS, restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
 from mfsdp_ckpt.format.torch_save_format import contiguous_strides
-from mfsdp_ckpt.format.zip_crc import read_member
+from mfsdp_ckpt.format.zip_crc import crc_written, read_member
 from mfsdp_ckpt.storage import metadata_handoff
 from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, load_blob
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
@@ -99,6 +99,15 @@ class ObjectEntry:
     file_offset: int
     length: int
     transforms: tuple[str, ...] = ()
+
+
+class RawPayload(NamedTuple):
+    """A chunk's raw bytes in its data file: where they start, the CRC written for them
+    (None: none written), and the name of the zip record that holds them."""
+
+    offset: int
+    crc: int | None
+    record: str
 
 
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
@@ -444,8 +453,16 @@ class CheckpointReader:
         return layout, records[0]
 
     def raw_payload_offset(self, entry: TensorEntry, chunk: Chunk) -> int | None:
-        """Where in `chunk.file` the chunk's raw little-endian bytes start, when its blob holds
-        exactly the chunk as one contiguous, uncompressed storage (what DCP writes); else None.
+        """`raw_payload`'s offset alone (where only the bytes are copied, never checked)."""
+        found = self.raw_payload(entry, chunk)
+        return None if found is None else found.offset
+
+    def raw_payload(self, entry: TensorEntry, chunk: Chunk) -> RawPayload | None:
+        """Where in `chunk.file` the chunk's raw little-endian bytes start, with the CRC its
+        writer wrote for them (None: written as 0, unchecked; `zip_crc.crc_written`), when
+        its blob holds exactly the chunk as one contiguous, uncompressed storage (what DCP
+        writes); else None. A read that passes every byte through memory checks the CRC:
+        without a manifest it is the only evidence that the bytes are the ones saved.
 
         Lets export copy such bytes file-to-file (copy_file_range) with no trip through
         user memory. The blob's pickle is read as data (`_tensor_layout`): which storage,
@@ -473,7 +490,8 @@ class CheckpointReader:
             return None  # anything unusual: the caller takes the decoding path, which refuses
         # the raw reads bypass torch's zip reader: its header must place the bytes in the blob
         payload = chunk.numel * entry.dtype.itemsize
-        return chunk.file_offset + payload_start(blob, archive, record, payload, where)
+        start = chunk.file_offset + payload_start(blob, archive, record, payload, where)
+        return RawPayload(start, record.CRC if crc_written(record) else None, record.filename)
 
     def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:
         """A chunk's blob must exist, fit in its file and, uncompressed, hold at least its
@@ -571,6 +589,7 @@ __all__ = [
     "CheckpointReader",
     "Chunk",
     "ObjectEntry",
+    "RawPayload",
     "TensorEntry",
     "UnsafeMetadataError",
 ]

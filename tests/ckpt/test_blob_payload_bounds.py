@@ -6,7 +6,9 @@ file, so one 2-byte edit (a longer extra field), or a directory entry pointing a
 record's header, made them read the next blob of the same file as this tensor's values:
 validate --deep passed the checkpoint or blamed "NaN values" on it, and export wrote the
 weights shifted. Without a manifest (verl, Megatron-LM, torchtitan saves) no hash catches
-it. Each such blob is now "unreadable blob" naming the tensor and its file, exit 1.
+it. Each such blob is now "unreadable blob" naming the tensor and its file, exit 1, as is one
+whose local header disagrees with the central directory (a shorter extra field, other sizes)
+or that is flagged encrypted or patched, which torch.load refuses.
 """
 
 from __future__ import annotations
@@ -88,14 +90,7 @@ def header_of_another_record(blob: bytearray) -> None:
     """The central directory points the data record at the last record's local header (a
     well-formed header of another name)."""
     last = max(i.header_offset for i in _records(blob).values())
-    pos = 0
-    while True:
-        pos = blob.index(CENTRAL_ENTRY, pos)
-        (name_len,) = struct.unpack_from("<H", blob, pos + 28)
-        if bytes(blob[pos + 46 : pos + 46 + name_len]).endswith(b"/data/0"):
-            break
-        pos += len(CENTRAL_ENTRY)
-    struct.pack_into("<I", blob, pos + 42, last)
+    struct.pack_into("<I", blob, _central_entry(blob) + 42, last)
 
 
 def compressed_local_header(blob: bytearray) -> None:
@@ -103,11 +98,64 @@ def compressed_local_header(blob: bytearray) -> None:
     struct.pack_into("<H", blob, _data_record(blob).header_offset + 8, zipfile.ZIP_DEFLATED)
 
 
+def shorter_extra_field(blob: bytearray) -> None:
+    """32 bytes shorter: the payload starts on the header's padding, and torch.load too reads
+    it 8 floats early (its extra field is then no whole fields)."""
+    _lengthen_extra_field(blob, -32)
+
+
+def _central_entry(blob: bytearray) -> int:
+    """Where the data record's central directory entry starts."""
+    pos = 0
+    while True:
+        pos = blob.index(CENTRAL_ENTRY, pos)
+        (name_len,) = struct.unpack_from("<H", blob, pos + 28)
+        if bytes(blob[pos + 46 : pos + 46 + name_len]).endswith(b"/data/0"):
+            return pos
+        pos += len(CENTRAL_ENTRY)
+
+
+def _flag_central(bit: int) -> Callable[[bytearray], None]:
+    def edit(blob: bytearray) -> None:
+        at = _central_entry(blob) + 8
+        (flags,) = struct.unpack_from("<H", blob, at)
+        struct.pack_into("<H", blob, at, flags | bit)
+
+    return edit
+
+
+def encrypted_in_central_directory(blob: bytearray) -> None:
+    """Flag bit 0 in the central directory: torch.load and a resume refuse the record
+    ("unsupported encryption")."""
+    _flag_central(0x1)(blob)
+
+
+def patched_data_in_central_directory(blob: bytearray) -> None:
+    _flag_central(0x20)(blob)
+
+
+def strongly_encrypted_in_local_header(blob: bytearray) -> None:
+    at = _data_record(blob).header_offset + 6
+    (flags,) = struct.unpack_from("<H", blob, at)
+    struct.pack_into("<H", blob, at, flags | 0x40)
+
+
+def local_size_disagreeing(blob: bytearray) -> None:
+    """The local header's sizes say 4 bytes, the central directory the record's own."""
+    at = _data_record(blob).header_offset
+    struct.pack_into("<II", blob, at + 18, 4, 4)
+
+
 EDITS = [
     longer_extra_field,
     slightly_longer_extra_field,
+    shorter_extra_field,
     header_of_another_record,
     compressed_local_header,
+    encrypted_in_central_directory,
+    patched_data_in_central_directory,
+    strongly_encrypted_in_local_header,
+    local_size_disagreeing,
 ]
 
 

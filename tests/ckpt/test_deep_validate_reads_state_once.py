@@ -30,8 +30,8 @@ class ChunkCountingReader(CheckpointReader):
         self.chunk_reads[entry.name] += 1
         return super().read_chunk(entry, chunk)
 
-    def raw_payload_offset(self, entry, chunk):
-        found = super().raw_payload_offset(entry, chunk)
+    def raw_payload(self, entry, chunk):
+        found = super().raw_payload(entry, chunk)
         self.chunk_reads[entry.name] += found is not None
         return found
 

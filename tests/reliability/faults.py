@@ -91,7 +91,8 @@ FAULTS: tuple[Fault, ...] = (
                 wrote_nothing=False,
                 note="plain export does not hash: the files hold the optimizer's "
                 "bytes too, so hashing would triple its reads; `export-hf --verify`, "
-                "`validate --deep` and resume catch it",
+                "`validate --deep` and resume catch it (without a manifest, `validate "
+                "--deep` and `--verify` by the CRC torch.save wrote for each tensor record)",
             ),
             "resume": Expect(REFUSED, "xxh3_128"),
         },
