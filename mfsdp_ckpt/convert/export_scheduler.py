@@ -13,6 +13,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from mfsdp_ckpt.convert.export_plan import ExportPlan, task_cost
 from mfsdp_ckpt.convert.export_stream import is_streamable
 from mfsdp_ckpt.convert.name_maps import MappedTensor
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 MIN_BUFFER_BYTES = 512 << 20
 
@@ -20,9 +21,11 @@ MIN_BUFFER_BYTES = 512 << 20
 Progress = Callable[[int, int, int, int], None]  # tensors done/total, bytes done/total
 
 
-class TaskStopped(Exception):
+class TaskStopped(MfsdpFailedError):
     """A task gave up between two of its windows: the run is stopping (Ctrl-C, or another
-    task failed), and what the task wrote is discarded with the rest of the output."""
+    task failed), and what the task wrote is discarded with the rest of the output. Dropped
+    by `run_tasks`, which raises the run's own error; a failed run's kind, were it to reach
+    the command line."""
 
 
 class StopFlag(threading.Event):
@@ -33,7 +36,7 @@ class StopFlag(threading.Event):
     def check(self) -> None:
         """Raise TaskStopped once the run is stopping."""
         if self.is_set():
-            raise TaskStopped
+            raise TaskStopped("the export is stopping")
 
 
 class _ByteBudget:
