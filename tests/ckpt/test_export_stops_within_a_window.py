@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
+from mfsdp_ckpt.convert import export_write
 from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.export_scheduler import StopFlag
 from mfsdp_ckpt.storage import safetensors_writer
 from tests.support.export import save_single_process_checkpoint
 from tests.support.hf_model_files import hidden_leftovers
@@ -44,13 +45,22 @@ def test_ctrl_c_stops_the_tensor_being_written_after_its_window(
     monkeypatch.setattr(safetensors_writer, "REPORTED_BYTES", WINDOW)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     heard: list[tuple[int, int]] = []
+    flags: list[StopFlag] = []
+
+    class SeenFlag(StopFlag):  # the export's own flag, kept so the signal's effect is awaited
+        def __init__(self) -> None:
+            super().__init__()
+            flags.append(self)
+
+    monkeypatch.setattr(export_write, "StopFlag", SeenFlag)
 
     def progress(tensors: int, _total: int, nbytes: int, total_bytes: int) -> None:
         heard.append((tensors, nbytes))
         if len(heard) == 1:
             assert nbytes < total_bytes // 4, "the first tensor spans one window"
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the main thread gets it
-            time.sleep(0.5)  # its handler runs meanwhile, as a window takes on a large tensor
+            # its handler stops the run meanwhile, as a window takes on a large tensor
+            assert flags[0].wait(30), "the run was not stopped after Ctrl-C"
 
     out = tmp_path / "hf"
     try:
