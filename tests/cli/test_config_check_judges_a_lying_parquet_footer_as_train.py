@@ -6,7 +6,6 @@ a footer telling nothing against the column chunk's size and a row group's first
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +14,7 @@ import pytest
 
 from cli.config_check import check_config
 from mfsdp_ckpt.errors import MfsdpError
+from tests.support.lying_parquet import footer_saying_all_null
 from trainer.config import DataConfig
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.grpo.config import RLDataConfig
@@ -27,34 +27,13 @@ IMAGE = bytes(range(256)) * 32  # 8 KiB: ten of them are more than nulls' levels
 FIRST_IMAGE = pytest.mark.parametrize("nulls", [0, ROWS - 10], ids=["first-row", "later-row"])
 
 
-def _footer_saying_all_null(path: Path, nulls: int) -> Path:
-    """`path`'s parquet file, its `images` column's null count (`nulls`) patched to ROWS,
-    every cell: the cells still hold bytes."""
-    data = bytearray(path.read_bytes())
-    (length,) = struct.unpack("<i", data[-8:-4])
-    for at in range(len(data) - 8 - length, len(data) - 8):
-        if data[at] != 2 * nulls:  # a zigzag varint
-            continue
-        patched = bytearray(data)
-        patched[at] = 2 * ROWS
-        path.write_bytes(patched)
-        try:
-            group = pq.ParquetFile(path).metadata.row_group(0)
-        except Exception:  # a byte not the null count: the footer is broken
-            continue
-        told = [group.column(leaf).statistics for leaf in range(group.num_columns)]
-        if [stats.null_count for stats in told] == [0] * (len(told) - 1) + [ROWS]:
-            return path
-    raise AssertionError("no null count to patch")
-
-
 def _lying(path: Path, text: dict[str, list], nulls: int) -> Path:
     """A table of the `text` columns and an `images` column of `nulls` nulls then images,
     its footer saying every image null."""
     images = pa.array([None] * nulls + [IMAGE] * (ROWS - nulls), pa.binary())
     table = pa.table({**text, "images": images})
     pq.write_table(table, path, compression="none", use_dictionary=False)
-    return _footer_saying_all_null(path, nulls)
+    return footer_saying_all_null(path, nulls)
 
 
 @FIRST_IMAGE

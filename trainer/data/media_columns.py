@@ -12,12 +12,13 @@ A column that holds nothing (null cells, empty lists, '': `holds_nothing`) is no
 column, in JSON as in parquet. `refuse_media_columns` looks cheaply (`mfsdp config check`
 runs it, as do the loaders before they read a row): a JSON table's first row, a parquet
 file's footer (null counts, a column chunk's size; one telling nothing held checked against
-that size and a few cells, as statistics may lie), else its column's cells read from its
-smallest leaf a few at a time up to the first holding a value (decoding a row group of
-geo3k's images to find its first row holding one took several times the file's size in
-memory, and a video longer than a row was refused as a broken row, not as media); it is
-followed in the loaders by `read_rows_refusing_media`, which looks at every row as it is
-read: a text table with geo3k's rows appended trained them as text.
+that size and the chunk's definition levels, as statistics may lie: `parquet_levels`), else
+its column's cells read from its smallest leaf a few at a time up to the first holding a
+value (decoding a row group of geo3k's images to find its first row holding one took
+several times the file's size in memory, and a video longer than a row was refused as a
+broken row, not as media); it is followed in the loaders by `read_rows_refusing_media`,
+which looks at every row as it is read: a text table with geo3k's rows appended trained
+them as text.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from trainer.data.empty_cells import JSON_TEXT_MAX, holds_nothing
 from trainer.data.files import DataFileError, RowOrigins, columns_held, read_rows_with_origins
+from trainer.data.parquet_levels import chunk_sets_a_cell
 
 # each media column verl reads by default, and the verl key that names it
 MEDIA_COLUMNS = {"images": "data.image_key", "videos": "data.video_key"}
@@ -61,11 +63,11 @@ _BATCH_BYTES = 256 << 10
 def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
     """Whether a cell of `column` of the parquet file at `path` holds a value, no media byte
     read where the footer tells. Of the null type: no. Each row group's footer statistics
-    tell first (`_footer_tells`), those telling none holds a value checked against the first
-    few cells of the first few such groups (`_first_cells_hold_a_value`); the row groups
-    they leave open are read from the column's smallest leaf (`_read_holds_a_value`), a few
-    cells at a time until one holds a value: a file with or without statistics gets one
-    answer. A file that cannot be read so holds one."""
+    tell first (`_footer_tells`), those telling none holds a value checked against each such
+    group's definition levels (`_levels_tell`); the row groups they leave open are read from
+    the column's smallest leaf (`_read_holds_a_value`), a few cells at a time until one
+    holds a value: a file with or without statistics, honest or not, gets one answer. A
+    file that cannot be read so holds one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -81,12 +83,15 @@ def _parquet_column_holds_a_value(path: str | os.PathLike, column: str) -> bool:
             told = [_footer_tells(table.metadata.row_group(at), leaves, kind) for at in groups]
             if True in told:
                 return True
-            # a footer telling nothing is checked against the first cells of its first few
-            # groups: a footer whose statistics lie (every cell null) passed here while the
-            # loader, reading every row, refused the file at its first (a later cell of any
-            # group is for the chunk's size to tell: 10,000 groups read took seconds)
-            trusted = [at for at in groups if told[at] is False][:_FEW_GROUPS]
-            if any(_first_cells_hold_a_value(table, at, leaves) for at in trusted):
+            # a footer telling every cell null is checked against the chunk's definition
+            # levels (`_levels_tell`): a footer whose statistics lie passed here while the
+            # loader, reading every row, refused the file at the row (a dictionary's indexes
+            # are too small for the chunk's size to tell, and were past the first cells read)
+            fd = handle.fileno()
+            for at in groups:
+                if told[at] is False:
+                    told[at] = _levels_tell(table, fd, at, leaves, kind)
+            if True in told:
                 return True
             return any(_read_holds_a_value(table, at, leaves) for at in groups if told[at] is None)
     except Exception as err:  # pyarrow raises several types for a broken file
@@ -200,23 +205,17 @@ def _read_holds_a_value(table: Any, group: int, leaves: range) -> bool:
     return any(_cells_hold_a_value(batch.column(0)) for batch in batches)
 
 
-# cells of a row group read where its footer tells none holds a value: a fixed few, as the
-# footer's sizes, which may lie too, cannot size the read; and the groups so read, the first
-# few (HF datasets writes binary features in groups of 100 rows)
-_FEW_CELLS = 8
-_FEW_GROUPS = 4
-
-
-def _first_cells_hold_a_value(table: Any, group: int, leaves: range) -> bool:
-    """Whether one of the first `_FEW_CELLS` cells of row group `group` of the parquet file
-    `table`, of the flat column stored as `leaves` (the one `_footer_tells` says holds
-    nothing), holds a value: the statistics telling so are checked, a few cells, whatever
-    the footer says of their sizes."""
+def _levels_tell(table: Any, fd: int, group: int, leaves: range, kind: Any) -> bool | None:
+    """Whether a cell of row group `group` of the parquet file `table` (open as `fd`), of
+    the flat column of arrow type `kind` stored as `leaves` (the one `_footer_tells` says
+    holds nothing), holds a value as its definition levels tell (`chunk_sets_a_cell`, which
+    reads levels alone, no dictionary and no value), or None where they do not: a cell set
+    of text or floats may be '' or NaN, and pages it cannot read, are for the cells to tell."""
     (leaf,) = leaves
-    column = table.metadata.row_group(group).column(leaf).path_in_schema
-    for batch in table.iter_batches(_FEW_CELLS, row_groups=[group], columns=[column]):
-        return _cells_hold_a_value(batch.column(0))  # the first batch alone
-    return False
+    chunk = table.metadata.row_group(group).column(leaf)
+    levels = table.schema.column(leaf).max_definition_level
+    set_ = chunk_sets_a_cell(fd, chunk, levels, _LEVEL_BYTES)
+    return None if set_ and not _every_cell_not_null_holds_a_value(kind) else set_
 
 
 def _counts_a_value(chunk: Any) -> bool:
