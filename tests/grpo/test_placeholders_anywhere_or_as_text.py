@@ -11,7 +11,6 @@ does refuse is quoted in the message."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ import pytest
 
 from cli.config_check import check_config
 from mfsdp_ckpt.errors import MfsdpError
-from tests.support.data_tables import read_rows
-from tests.support.grpo import write_rl_rows
+from tests.support.grpo import changed_rl_rows, write_rl_table
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import load_rl_prompts
 from trainer.tiny import build_tokenizer
@@ -37,10 +35,7 @@ AS_TEXT = {  # a table that means the tokens as text: no media column, verl trai
 
 
 def _file(tmp_path: Path, **change: Any) -> Path:
-    rows = read_rows(str(write_rl_rows(tmp_path / "r.jsonl")))
-    path = tmp_path / "t.jsonl"
-    path.write_text("".join(json.dumps({**row, **change}) + "\n" for row in rows))
-    return path
+    return write_rl_table(changed_rl_rows(tmp_path, **change), tmp_path / "t.jsonl")
 
 
 def _check(path: Path, tmp_path: Path, *extra: str) -> None:

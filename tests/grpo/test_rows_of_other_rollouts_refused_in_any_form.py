@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,8 +20,8 @@ import pytest
 
 from cli.config_check import check_config
 from mfsdp_ckpt.errors import MfsdpError
-from tests.support.data_tables import read_rows, write_parquet
-from tests.support.grpo import write_rl_rows
+from tests.support.data_tables import write_parquet
+from tests.support.grpo import SMALL_LENGTHS, changed_rl_rows, write_rl_table
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import load_rl_prompts
 from trainer.tiny import build_tokenizer
@@ -35,18 +34,6 @@ TOOL_INFO = {
     "tools_kwargs": {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "3"}}},
 }
 TOOL_LINE = "extra_info.need_tools_kwargs is {}: multi-turn tool/interaction rollouts"
-SMALL = ("data.max_prompt_length=32", "rollout.max_response_length=16")
-
-
-def _rows(tmp_path: Path, **change: Any) -> list[dict]:
-    return [{**row, **change} for row in read_rows(str(write_rl_rows(tmp_path / "r.jsonl")))]
-
-
-def _write(rows: list[dict], path: Path) -> Path:
-    if path.suffix == ".parquet":
-        return write_parquet(rows, path)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def _write_map(rows: list[dict], info: dict, path: Path) -> Path:
@@ -71,7 +58,12 @@ def _refusals(path: Path, tmp_path: Path, *overrides: str) -> list[str]:
         lambda: check_config(
             "grpo",
             None,
-            [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path / 'run'}", *overrides],
+            [
+                f"data.train_files={path}",
+                *SMALL_LENGTHS,
+                f"trainer.run_dir={tmp_path / 'run'}",
+                *overrides,
+            ],
         ),
     ):
         with pytest.raises(MfsdpError) as caught:
@@ -93,13 +85,13 @@ def _reward_file(tmp_path: Path) -> str:
 @pytest.mark.parametrize("reward", ["built-in", "custom"])
 @pytest.mark.parametrize("form", ["json text", "json text parquet", "parquet map"])
 def test_a_tool_row_is_refused_for_its_tools_whatever_its_extra_infos_form(tmp_path, form, reward):
-    rows = _rows(tmp_path)
+    rows = changed_rl_rows(tmp_path)
     if form == "parquet map":
         path, flag = _write_map(rows, TOOL_INFO, tmp_path / "t.parquet"), "'true'"
     else:
         suffix = ".parquet" if "parquet" in form else ".jsonl"
         text = [{**row, "extra_info": json.dumps(TOOL_INFO)} for row in rows]
-        path, flag = _write(text, tmp_path / f"t{suffix}"), "True"
+        path, flag = write_rl_table(text, tmp_path / f"t{suffix}"), "True"
     where = f"{path}:1" if path.suffix == ".jsonl" else f"{path} row 1"
     overrides = [_reward_file(tmp_path)] if reward == "custom" else []
     for said in _refusals(path, tmp_path, *overrides):
@@ -118,7 +110,7 @@ def test_a_tool_row_is_refused_for_its_tools_whatever_its_extra_infos_form(tmp_p
 def test_an_extra_info_verl_cannot_read_is_refused_with_the_built_in_reward(
     tmp_path, extra_info, shown
 ):
-    path = _write(_rows(tmp_path, extra_info=extra_info), tmp_path / "t.jsonl")
+    path = write_rl_table(changed_rl_rows(tmp_path, extra_info=extra_info), tmp_path / "t.jsonl")
     for said in _refusals(path, tmp_path):
         assert said == (
             f"{path}:1: extra_info is {shown}: verl reads every row's extra_info as a dict and"
@@ -128,7 +120,9 @@ def test_an_extra_info_verl_cannot_read_is_refused_with_the_built_in_reward(
 
 
 def test_an_extra_info_map_without_tools_is_refused_as_verl_cannot_read_it(tmp_path):
-    path = _write_map(_rows(tmp_path), {"split": "train", "index": 0}, tmp_path / "t.parquet")
+    path = _write_map(
+        changed_rl_rows(tmp_path), {"split": "train", "index": 0}, tmp_path / "t.parquet"
+    )
     for said in _refusals(path, tmp_path):
         assert said.startswith(f"{path} row 1: extra_info is list [('split', 'train'),"), said
 
@@ -136,7 +130,7 @@ def test_an_extra_info_map_without_tools_is_refused_as_verl_cannot_read_it(tmp_p
 @pytest.mark.parametrize("agent", ["tool_agent", "my_react_agent", ""])
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_a_row_naming_an_agent_loop_is_refused(tmp_path, agent, suffix):
-    path = _write(_rows(tmp_path, agent_name=agent), tmp_path / f"t{suffix}")
+    path = write_rl_table(changed_rl_rows(tmp_path, agent_name=agent), tmp_path / f"t{suffix}")
     where = f"{path}:1" if suffix == ".jsonl" else f"{path} row 1"
     for said in _refusals(path, tmp_path):
         assert said.startswith(
@@ -148,10 +142,12 @@ def test_a_row_naming_an_agent_loop_is_refused(tmp_path, agent, suffix):
 
 @pytest.mark.parametrize("agent", [None, "single_turn_agent"])
 def test_a_row_of_the_single_turn_agent_trains(tmp_path, agent):
-    path = _write(_rows(tmp_path, agent_name=agent), tmp_path / "t.parquet")
+    path = write_rl_table(changed_rl_rows(tmp_path, agent_name=agent), tmp_path / "t.parquet")
     prompts, _ = load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer())
     assert len(prompts) == 8
-    check_config("grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"])
+    check_config(
+        "grpo", None, [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path}"]
+    )
 
 
 @pytest.mark.parametrize("with_reward", [False, True])
@@ -160,13 +156,13 @@ def test_a_search_r1_row_is_refused_for_its_tools_first(tmp_path, with_reward):
     refusal offering one comes first."""
     search = {"create_kwargs": {"ground_truth": {"target": ["Elvis"]}, "question": "who"}}
     info = {"index": 0, "need_tools_kwargs": True, "tools_kwargs": {"search": search}}
-    rows = _rows(
+    rows = changed_rl_rows(
         tmp_path,
         data_source="searchR1_nq",
         reward_model={"ground_truth": {"target": ["Elvis"]}, "style": "rule"},
         extra_info=info,
     )
-    path = _write(rows, tmp_path / "search.parquet")
+    path = write_rl_table(rows, tmp_path / "search.parquet")
     overrides = [_reward_file(tmp_path)] if with_reward else []
     for said in _refusals(path, tmp_path, *overrides):
         assert said.startswith(f"{path} row 1: {TOOL_LINE.format('True')}"), said
@@ -175,11 +171,13 @@ def test_a_search_r1_row_is_refused_for_its_tools_first(tmp_path, with_reward):
 def test_a_tool_row_as_text_in_a_parquet_of_one_large_row_group_is_refused(tmp_path):
     """Config check reads only the prompt and task columns of such a file's first row (its
     row group is over a batch of train's reader): the tool check reads JSON text there too."""
-    row = {**_rows(tmp_path)[0], "extra_info": json.dumps(TOOL_INFO)}
+    row = {**changed_rl_rows(tmp_path)[0], "extra_info": json.dumps(TOOL_INFO)}
     path = write_parquet([row] * 20_000, tmp_path / "big.parquet")
     with pytest.raises(MfsdpError) as caught:
         check_config(
-            "grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"]
+            "grpo",
+            None,
+            [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path}"],
         )
     assert str(caught.value).startswith(f"{path} row 1: {TOOL_LINE.format('True')}")
 
@@ -187,10 +185,12 @@ def test_a_tool_row_as_text_in_a_parquet_of_one_large_row_group_is_refused(tmp_p
 def test_an_agent_row_in_a_parquet_of_one_large_row_group_is_refused(tmp_path):
     """The first row of a large row group is read through its task columns, `agent_name`
     among them: config check refuses a tool-agent row as train does."""
-    row = {**_rows(tmp_path)[0], "agent_name": "tool_agent"}
+    row = {**changed_rl_rows(tmp_path)[0], "agent_name": "tool_agent"}
     path = write_parquet([row] * 20_000, tmp_path / "big.parquet")
     with pytest.raises(MfsdpError) as caught:
         check_config(
-            "grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"]
+            "grpo",
+            None,
+            [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path}"],
         )
     assert str(caught.value).startswith(f"{path} row 1: agent_name is 'tool_agent'")

@@ -19,8 +19,8 @@ import pytest
 
 from cli.config_check import check_config
 from mfsdp_ckpt.errors import MfsdpError
-from tests.support.data_tables import read_rows, write_parquet
-from tests.support.grpo import write_rl_rows
+from tests.support.data_tables import write_parquet
+from tests.support.grpo import SMALL_LENGTHS, changed_rl_rows, write_rl_rows, write_rl_table
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import load_rl_prompts
 from trainer.tiny import build_tokenizer
@@ -46,19 +46,6 @@ NOTHING = [  # extra_info asking for no tool
     {"tools_kwargs": '{"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": null}}}'},
     {"need_tools_kwargs": 0, "tools_kwargs": '{"calc_gsm8k_reward": {}}'},
 ]
-# lengths the tiny model takes
-SMALL = ("data.max_prompt_length=32", "rollout.max_response_length=16")
-
-
-def _rows(tmp_path: Path, **change: Any) -> list[dict]:
-    return [{**row, **change} for row in read_rows(str(write_rl_rows(tmp_path / "r.jsonl")))]
-
-
-def _write(rows: list[dict], path: Path) -> Path:
-    if path.suffix == ".parquet":
-        return write_parquet(rows, path)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def _refusals(path: Path, tmp_path: Path, good: Path) -> list[str]:
@@ -73,7 +60,7 @@ def _refusals(path: Path, tmp_path: Path, good: Path) -> list[str]:
                 f"data.train_files=[{good}]",
                 f"data.val_files=[{path},{good}]",
                 "data.val_max_samples=5",  # the first val file: train reads its rows
-                *SMALL,
+                *SMALL_LENGTHS,
                 f"trainer.run_dir={tmp_path / 'run'}",
             ],
         ),
@@ -90,7 +77,9 @@ def _refusals(path: Path, tmp_path: Path, good: Path) -> list[str]:
 def test_a_tool_or_interaction_row_is_refused_naming_file_row_and_key(tmp_path, kind, suffix):
     extra_info, key = TOOL_ROWS[kind]
     good = write_rl_rows(tmp_path / "good.jsonl")
-    path = _write(_rows(tmp_path, extra_info={"index": 0, **extra_info}), tmp_path / f"t{suffix}")
+    path = write_rl_table(
+        changed_rl_rows(tmp_path, extra_info={"index": 0, **extra_info}), tmp_path / f"t{suffix}"
+    )
     where = f"{path}:1" if suffix == ".jsonl" else f"{path} row 1"
     for said in _refusals(path, tmp_path, good):
         assert said.startswith(f"{where}: extra_info.{key}: multi-turn tool/interaction")
@@ -99,10 +88,14 @@ def test_a_tool_or_interaction_row_is_refused_naming_file_row_and_key(tmp_path, 
 
 @pytest.mark.parametrize("extra_info", NOTHING)
 def test_extra_info_asking_for_no_tool_trains(tmp_path, extra_info):
-    path = _write(_rows(tmp_path, extra_info={"index": 0, **extra_info}), tmp_path / "t.jsonl")
+    path = write_rl_table(
+        changed_rl_rows(tmp_path, extra_info={"index": 0, **extra_info}), tmp_path / "t.jsonl"
+    )
     prompts, _ = load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer())
     assert len(prompts) == 8
-    check_config("grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"])
+    check_config(
+        "grpo", None, [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path}"]
+    )
 
 
 @pytest.mark.parametrize("token", ["<image>", "<video>"])
@@ -124,7 +117,7 @@ def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text,
     text = text.format(token)
     cell: Any = text if prompt == "text" else [{"role": "user", "content": text}]
     good = write_rl_rows(tmp_path / "good.jsonl")
-    path = _write(_rows(tmp_path, prompt=cell), tmp_path / "geo3k.parquet")
+    path = write_rl_table(changed_rl_rows(tmp_path, prompt=cell), tmp_path / "geo3k.parquet")
     column = {"<image>": "images", "<video>": "videos"}[token]
     for said in _refusals(path, tmp_path, good):
         assert said.startswith(
@@ -145,24 +138,26 @@ def test_a_media_placeholder_without_its_media_is_refused(tmp_path, token, text,
     ids=["img", "images", "Image", "VIDEO"],
 )
 def test_a_prompt_mentioning_images_otherwise_trains(tmp_path, turns):
-    path = _write(_rows(tmp_path, prompt=turns), tmp_path / "t.jsonl")
+    path = write_rl_table(changed_rl_rows(tmp_path, prompt=turns), tmp_path / "t.jsonl")
     prompts, _ = load_rl_prompts([str(path)], RLDataConfig(), build_tokenizer())
     assert len(prompts) == 8
-    check_config("grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"])
+    check_config(
+        "grpo", None, [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path}"]
+    )
 
 
 def test_a_val_file_train_does_not_read_is_not_refused_by_config_check(tmp_path):
     """Under data.val_max_samples train reads the first N val rows: a later val file's tool
     rows are never read, so config check says ok as train runs; without it both refuse."""
     good = write_rl_rows(tmp_path / "good.jsonl")  # 8 rows
-    tools = _write(
-        _rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]}),
+    tools = write_rl_table(
+        changed_rl_rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]}),
         tmp_path / "tool.jsonl",
     )
     files = [str(good), str(tools)]
     prompts, _ = load_rl_prompts(files, RLDataConfig(), build_tokenizer(), limit=5)
     assert len(prompts) == 5
-    args = [f"data.train_files={good}", f"data.val_files=[{good},{tools}]", *SMALL]
+    args = [f"data.train_files={good}", f"data.val_files=[{good},{tools}]", *SMALL_LENGTHS]
     check_config("grpo", None, [*args, "data.val_max_samples=5", f"trainer.run_dir={tmp_path}"])
     with pytest.raises(MfsdpError, match=rf"^{tools}:1: extra_info.tools_kwargs: "):
         load_rl_prompts(files, RLDataConfig(), build_tokenizer())
@@ -173,20 +168,22 @@ def test_a_val_file_train_does_not_read_is_not_refused_by_config_check(tmp_path)
 def test_a_tool_row_in_a_parquet_of_one_large_row_group_is_refused(tmp_path):
     """A first row group over a batch of train's reader (pyarrow's default is 1M rows) was
     passed over by config check; its first row's two columns are read within the budget."""
-    row = _rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]})[0]
+    row = changed_rl_rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]})[0]
     path = write_parquet([row] * 20_000, tmp_path / "big.parquet")
     with pytest.raises(MfsdpError, match=rf"^{path} row 1: extra_info.tools_kwargs: "):
         check_config(
-            "grpo", None, [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path}"]
+            "grpo",
+            None,
+            [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path}"],
         )
 
 
 def test_config_check_names_the_train_row_train_names_first(tmp_path):
     """A malformed first train row and a tool row in a val file: train stops at the train
     row, and so does config check (it named the val file)."""
-    bad = _write(_rows(tmp_path, prompt=5), tmp_path / "bad.jsonl")
-    tools = _write(
-        _rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]}),
+    bad = write_rl_table(changed_rl_rows(tmp_path, prompt=5), tmp_path / "bad.jsonl")
+    tools = write_rl_table(
+        changed_rl_rows(tmp_path, extra_info={"index": 0, **TOOL_ROWS["tools_kwargs"][0]}),
         tmp_path / "tool.jsonl",
     )
     with pytest.raises(MfsdpError) as train:
@@ -198,7 +195,7 @@ def test_config_check_names_the_train_row_train_names_first(tmp_path):
             [
                 f"data.train_files={bad}",
                 f"data.val_files={tools}",
-                *SMALL,
+                *SMALL_LENGTHS,
                 f"trainer.run_dir={tmp_path}",
             ],
         )

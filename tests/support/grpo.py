@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from tests.support.data_tables import read_rows, write_parquet
 from trainer.config import load_config
 from trainer.grpo.config import GRPOConfig
 
@@ -21,6 +23,23 @@ def write_rl_rows(path: Path, rows: int = 8, prefix: str = "") -> Path:
                 "extra_info": {"index": i},
             }
             handle.write(json.dumps(row) + "\n")
+    return path
+
+
+# prompt and response lengths the tiny model takes
+SMALL_LENGTHS = ("data.max_prompt_length=32", "rollout.max_response_length=16")
+
+
+def changed_rl_rows(tmp_path: Path, **change: Any) -> list[dict]:
+    """`write_rl_rows`' rows as read back, each with the columns `change` set."""
+    return [{**row, **change} for row in read_rows(str(write_rl_rows(tmp_path / "r.jsonl")))]
+
+
+def write_rl_table(rows: list[dict], path: Path) -> Path:
+    """`rows` written to `path`, a parquet file or else jsonl, as its suffix says."""
+    if path.suffix == ".parquet":
+        return write_parquet(rows, path)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 
