@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import zipfile
 import zlib
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.zip_crc import first_bad_member
 from mfsdp_ckpt.storage.byte_store import RangeFile
-from mfsdp_ckpt.storage.reader import CheckpointReader, Chunk, RawPayload
+from mfsdp_ckpt.storage.piece_reads import piece_reader, window_elements
+from mfsdp_ckpt.storage.reader import CheckpointReader, Chunk, RawPayload, TensorEntry
+from mfsdp_ckpt.storage.tensor_memory import tensor_memory
+
+if TYPE_CHECKING:
+    import torch
 
 
 def crc_failure(where: str, record: str) -> CheckpointFormatError:
@@ -56,4 +62,49 @@ def check_blob_crcs(reader: CheckpointReader, chunk: Chunk, where: str) -> None:
         raise crc_failure(where, failed)
 
 
-__all__ = ["PayloadCrc", "check_blob_crcs", "crc_failure"]
+class CrcCheckedReader(CheckpointReader):
+    """A reader whose every chunk read checks the CRC written for the chunk's bytes, for a
+    route that decodes tensors through the reader's own reads (export --verify's whole
+    conversions: a fused QKV or gate/up split, stacked experts, a merged LoRA delta), so
+    each caller is checked without knowing of it. A chunk of raw bytes is read straight
+    into its tensor's memory a window at a time, each window added to its CRC as it lands
+    (read once, never decoded by torch, which checks no CRC); any other blob is checked
+    through zipfile before it is decoded (`check_blob_crcs`). Memory is the chunk's, as
+    with a plain reader."""
+
+    @classmethod
+    def over(cls, reader: CheckpointReader) -> CrcCheckedReader:
+        """`reader`'s tables, parsed once, shared (no reader changes them) under this
+        class's reads."""
+        checked = cls.__new__(cls)
+        vars(checked).update(vars(reader))
+        return checked
+
+    def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
+        payload = self.raw_payload(entry, chunk)
+        where = f"{self.root / (chunk.file or '?')} [{entry.name}]"
+        if payload is None or chunk.file is None:
+            check_blob_crcs(self, chunk, where)
+            return super().read_chunk(entry, chunk)
+        with tensor_memory(where, chunk.numel * entry.dtype.itemsize, "reading this chunk"):
+            return self._read_raw(entry, chunk, chunk.file, PayloadCrc(payload, where))
+
+    def _read_raw(
+        self, entry: TensorEntry, chunk: Chunk, file: str, crc: PayloadCrc
+    ) -> torch.Tensor:
+        import torch
+
+        size, start = entry.dtype.itemsize, crc.payload.offset
+        out = torch.empty(chunk.sizes, dtype=entry.dtype.torch)
+        flat = out.reshape(-1).view(torch.uint8)
+        window = window_elements(self, size, chunk.numel) * size
+        with piece_reader(self, file, start + len(flat)) as fill:
+            for first in range(0, len(flat), window):
+                part = flat[first : first + window].numpy().data
+                fill(buffer=part, offset=start + first)
+                crc.add(part)
+        crc.check()
+        return out
+
+
+__all__ = ["CrcCheckedReader", "PayloadCrc", "check_blob_crcs", "crc_failure"]

@@ -3,7 +3,8 @@ source after conversion and cast. A tensor the export streams (`streams_in_piece
 files or a URL) is compared as it was written, a piece of the source read and cast beside the
 same piece of the written file (`_streamed_pieces`), so verifying it holds no more than the
 export did; any other is converted whole and its written bytes read a piece at a time
-(`differing_bytes`).
+(`differing_bytes`). Without a manifest, every source record read, streamed or converted
+whole, is checked against the CRC torch.save wrote for it (`_checks_crcs`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.check.tensor_crc import PayloadCrc
+from mfsdp_ckpt.check.tensor_crc import CrcCheckedReader, PayloadCrc
 from mfsdp_ckpt.convert.export_listing import list_export, named_in_export
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, task_cost
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
+from mfsdp_ckpt.convert.export_source import ExportSource
 from mfsdp_ckpt.convert.export_stream import (
     PieceBuffers,
     RawPiece,
@@ -77,6 +79,7 @@ def verify_export(
     file at a time: parsing a file's whole header per tensor costs time quadratic in its
     tensor count (minutes for tens of thousands)."""
     out = Path(out_dir)
+    plan = replace(plan, source=checking_crcs(plan.source))
     listing = list_export(out, {name for item in plan.items for name in item.targets})
     found: list[str] = []
     tally = _Tally(plan, progress) if progress is not None else None
@@ -84,6 +87,22 @@ def verify_export(
         written_file = listing.readable[file]
         found += _verify_file(plan, file, written_file, compared, workers, buffer_bytes, tally)
     return listing.problems + found
+
+
+def _checks_crcs(source: ExportSource) -> bool:
+    """Whether the source's bytes are checked against the CRCs torch.save wrote for them:
+    without a manifest (whose digests --verify checks, vouching for every byte) they are
+    the only evidence that the source is what was saved, and the export read it unchecked."""
+    return source.paths is None or source.paths.manifest is None
+
+
+def checking_crcs(source: ExportSource) -> ExportSource:
+    """`source` read through a `CrcCheckedReader` where `_checks_crcs`, for a --verify that
+    decodes tensors through its reader (a fused QKV or gate/up split, stacked experts, a
+    LoRA adapter or merge): torch decodes a record checking no CRC."""
+    if not _checks_crcs(source):
+        return source
+    return replace(source, reader=CrcCheckedReader.over(source.reader))
 
 
 def _verify_file(
@@ -198,17 +217,14 @@ def _streamed_pieces(
     """The expected bytes of a streamed tensor, a bounded piece at a time: read from the
     source as stored, as the export read it (`STREAM_PIECE_ELEMENTS` through a descriptor,
     a store's read size from a URL), and cast as the export cast them (torch rounds as
-    `.to()` does). The tensor is never held whole, whatever the store. Without a manifest
-    (whose digests --verify checks), each stored chunk's bytes are checked against the CRC
-    written for them (`PayloadCrc`), the rows the export
-    drops (vocabulary padding) read too for it: without a manifest it is the only evidence
-    that the source is what was saved, and the export copied it unchecked."""
+    `.to()` does). The tensor is never held whole, whatever the store. Where
+    `_checks_crcs`, each stored chunk's bytes are checked against the CRC written for them
+    (`PayloadCrc`), the rows the export drops (vocabulary padding) read too for it."""
     source_dtype, out_dtype = plan.entry(item).dtype, plan.dtypes[item.targets[0]]
     reader, size = plan.source.reader, source_dtype.itemsize
     elements = window_elements(reader, size, max(piece.numel for piece in pieces))
     source, target = buffers.get(elements * size, elements * out_dtype.itemsize)
-    paths = plan.source.paths  # a manifest's digests vouch for every byte (`--verify`)
-    crcs = paths is None or paths.manifest is None
+    crcs = _checks_crcs(plan.source)
     for piece in pieces:
         where = f"{reader.root / piece.file} [{plan.entry(item).name}]"
         written = piece.crc if crcs else None

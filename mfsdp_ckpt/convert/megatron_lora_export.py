@@ -28,8 +28,10 @@ from mfsdp_ckpt.convert.export_source import (
     ExportSource,
     JsonConfig,
     load_copied_config,
+    refuse_family_without_table,
     resolve_source,
 )
+from mfsdp_ckpt.convert.export_verify import checking_crcs
 from mfsdp_ckpt.convert.export_write import write_assets
 from mfsdp_ckpt.convert.fused_tensors import Geometry
 from mfsdp_ckpt.convert.lora_merge import write_merged
@@ -84,7 +86,11 @@ def export_megatron_adapter(
     or left out with `drop_mtp` (`export_plan.model_weights`). A tensor holding NaN/Inf is
     refused (NonFiniteError) unless `allow_nonfinite`, as for any export. `refuse_flags`
     refuses the caller's flags this export has no use for, once the checkpoint is known to
-    hold an adapter: a checkpoint without one is said to be that first, not blamed on a flag."""
+    hold an adapter: a checkpoint without one is said to be that first, not blamed on a flag.
+    A config of a family with no mcore name table is refused from its model_type before
+    transformers builds it (`refuse_family_without_table`), as the plain export does.
+    With `verify` and no manifest, each adapter record is checked against the CRC
+    torch.save wrote for it as it is read (`checking_crcs`)."""
     started = time.monotonic()
     out = Path(out_dir)
     source = resolve_source(str(ckpt), io, role)
@@ -108,14 +114,16 @@ def export_megatron_adapter(
         config_dir = tmp / ".config"  # read to split the fused adapters, not exported
         config_dir.mkdir()
         write_assets({HF_CONFIG_FILE: prepared.assets[HF_CONFIG_FILE]}, config_dir)
+        refuse_family_without_table(source, config_dir / HF_CONFIG_FILE, "auto", hf_config)
         config = load_copied_config(config_dir / HF_CONFIG_FILE, prepared.asset_location)
         (config_dir / HF_CONFIG_FILE).unlink()
         config_dir.rmdir()
         lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # holds_adapters said so, and plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
+        read = checking_crcs(source) if verify else source
         result = _write_adapter(
-            lora, source, config, geometry, tmp, dtype, verify, progress, allow_nonfinite
+            lora, read, config, geometry, tmp, dtype, verify, progress, allow_nonfinite
         )
         publish_verified(claim, result)
     result.left_out(mtp)
@@ -240,7 +248,9 @@ def merge_onto_base(
     alpha / dim * B @ A. The base must have the adapter's shapes; the first one that does
     not is named. Adapters on multi-token prediction layers are refused, or left out with
     `drop_mtp`. A tensor written holding NaN/Inf is refused unless `allow_nonfinite`
-    (`write_merged`)."""
+    (`write_merged`). A config of a family with no mcore name table is refused before
+    transformers builds it (`refuse_family_without_table`). With `verify` and no manifest,
+    each adapter record is checked against its CRC as it is read (`checking_crcs`)."""
     started = time.monotonic()
     given = Path(hf_config)
     root = given if given.is_dir() else given.parent
@@ -254,14 +264,16 @@ def merge_onto_base(
     with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
         tmp = claim.tmp
         write_assets(prepared.assets, tmp)
+        refuse_family_without_table(source, tmp / HF_CONFIG_FILE, "auto", hf_config)
         config = load_copied_config(tmp / HF_CONFIG_FILE, prepared.asset_location)
         lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
         base = SafetensorsSource(root)
         _check_base_fits(lora, source.reader, geometry, root, base.tensors)
+        reader = checking_crcs(source).reader if verify else source.reader
         deltas = {
-            weight: functools.partial(lora.delta, source.reader, weight, geometry)
+            weight: functools.partial(lora.delta, reader, weight, geometry)
             for weight in lora.targets
         }
         result = write_merged(
