@@ -76,9 +76,14 @@ from mfsdp_ckpt.format.path_refusals import (
     refuse_url,
 )
 from mfsdp_ckpt.format.run_steps import (
+    COMPLETE,
+    LINKED_OUT,
+    NOT_A_STEP,
     confining_dir,
     incomplete_step,
     is_ours,
+    linked_out_part,
+    linked_out_steps_said,
     list_complete_steps,
     manifest_damage,
     natural_order,
@@ -90,9 +95,9 @@ from mfsdp_ckpt.format.run_steps import (
     resume_refusal,
     resume_step,
     step_dirs,
+    step_states,
     steps_here,
     unfinished_said,
-    unfinished_saves,
     untracked_step_note,
 )
 from mfsdp_ckpt.format.unfinished_steps import (
@@ -522,12 +527,14 @@ def _untracked_loader(run: Path, names: list[str], kind: str | None) -> tuple[st
 
 def _newer_foreign(tracked: str, steps: dict[str, Path]) -> dict[str, str]:
     """{name: what it is} for the step dirs past the `tracked` step that hold a format
-    mfsdp does not read (a Megatron-LM torch_dist save beside fsdp_dtensor ones)."""
+    mfsdp does not read (a Megatron-LM torch_dist save beside fsdp_dtensor ones). A step a
+    part of which links out of it is not looked into (the newer-steps note names it)."""
     after = -1 if tracked == MEGATRON_RELEASE_DIR else int(tracked)
     found = {}
     for name in sorted(steps, key=natural_order):
         step = parse_step_dir_name(name) or iter_step(name)
-        line = foreign_format_line(steps[name]) if step is not None and step > after else None
+        newer = step is not None and step > after and linked_out_part(steps[name]) is None
+        line = foreign_format_line(steps[name]) if newer else None
         if line is not None:
             found[name] = line
     return found
@@ -585,21 +592,26 @@ def _non_persistent_note(run: Path, tracked: str | None, reading: str) -> str | 
 
 def _refuse_choosing(run: Path, names: list[str]) -> None:
     """Several step dirs and no tracker: the complete ones are offered to choose from, and
-    those whose save did not finish are named as such, not offered (given, one is refused).
-    With none complete there is nothing to choose: a damaged run (exit 1)."""
-    left = unfinished_saves(run, names)  # one look at every step dir, not one per name
-    unfinished = [name for name in names if name in left]
-    complete = [name for name in names if name not in unfinished]
-    did_not_finish = unfinished_said(run, unfinished) if unfinished else None
+    those whose save did not finish, or a part of which links out of them, are named as
+    such, not offered (given, one is refused). With none complete there is nothing to
+    choose: a damaged run (exit 1)."""
+    states = step_states(run, names)  # one look at every step dir, not one per name
+    complete = [name for name in names if states[name] in (COMPLETE, NOT_A_STEP)]
+    linked = [name for name in names if states[name] == LINKED_OUT]
+    unfinished = [name for name in names if name not in complete and name not in linked]
+    said = [
+        unfinished_said(run, unfinished) if unfinished else None,
+        linked_out_steps_said(run, linked) if linked else None,
+    ]
+    not_given = "; ".join(words for words in said if words) or None
     missing, loader = _untracked_loader(run, complete or names, None)
     if not complete:
         raise IncompleteCheckpointError(
-            f"{run}: {len(names)} step dirs and no {missing}, and none is complete"
-            f" ({did_not_finish})"
+            f"{run}: {len(names)} step dirs and no {missing}, and none is complete ({not_given})"
         )
-    _refuse_unread_steps(run, len(names), complete, missing, did_not_finish)
-    newest = " (the newest complete one)" if names[-1] in unfinished else ""
-    shown = newest_of(complete) + newest + (f"; {did_not_finish}" if did_not_finish else "")
+    _refuse_unread_steps(run, len(names), complete, missing, not_given)
+    newest = " (the newest complete one)" if names[-1] not in complete else ""
+    shown = newest_of(complete) + newest + (f"; {not_given}" if not_given else "")
     raise CheckpointPathError(
         f"{run}: {len(names)} step dirs and no {missing}; give one of them ({shown}): none"
         f" is taken, as {loader} would start from scratch"
@@ -607,14 +619,15 @@ def _refuse_choosing(run: Path, names: list[str]) -> None:
 
 
 def _refuse_unread_steps(
-    run: Path, count: int, complete: list[str], missing: str, did_not_finish: str | None
+    run: Path, count: int, complete: list[str], missing: str, not_given: str | None
 ) -> None:
     """Complete step dirs none of which is in a format mfsdp reads (verl's FSDP backend's)
     were offered to choose from, and the one chosen was refused next: the newest one's
     refusal (what it is and what converts it) is said at once, as a run with a tracker
-    says it, after the saves that did not finish (`did_not_finish`), which a newer one
-    is: "the newest" named the older complete step alone. Newest first, and a step that
-    is not refused so ends the search: a run of steps mfsdp reads costs one resolution."""
+    says it, after the step dirs not given (`not_given`: saves that did not finish, steps
+    linking out), which a newer one is: "the newest" named the older complete step alone.
+    Newest first, and a step that is not refused so ends the search: a run of steps mfsdp
+    reads costs one resolution."""
     refused: ForeignFormatError | None = None
     for name in reversed(complete):  # natural order: the newest last
         try:
@@ -627,9 +640,9 @@ def _refuse_unread_steps(
         return
     if refused is not None:
         none = (
-            f"; {did_not_finish}; none of the complete ones is in a format mfsdp reads; the"
+            f"; {not_given}; none of the complete ones is in a format mfsdp reads; the"
             " newest complete one"
-            if did_not_finish
+            if not_given
             else ", none in a format mfsdp reads; the newest"
         )
         raise ForeignFormatError(f"{run}: {count} step dirs and no {missing}{none}: {refused}")
@@ -700,7 +713,10 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
                 run / TRACKER_FILE,
             )
         return _our_step(run, target, resume_refusal(run))
-    target = step_dir(run, list_complete_steps(run)[-1])
+    complete = list_complete_steps(run)
+    if not complete:  # its steps each have a part linking out of them
+        raise DamagedRunDirError(f"{run}: no step dir here is complete{steps_here(run)}")
+    target = step_dir(run, complete[-1])
     return _our_step(run, target, untracked_step_note(run, target.name))
 
 

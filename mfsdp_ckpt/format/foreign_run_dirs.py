@@ -13,6 +13,7 @@ run, mfsdp saved its steps in beside it.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpError
@@ -21,7 +22,12 @@ from mfsdp_ckpt.format.dir_entries import children, is_dir
 from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import MFSDP, CheckpointPathError, ForeignFormatError
 from mfsdp_ckpt.format.path_refusals import holds_run_records
-from mfsdp_ckpt.format.run_steps import list_complete_steps, natural_order, step_dirs
+from mfsdp_ckpt.format.run_steps import (
+    linked_out_part,
+    list_complete_steps,
+    natural_order,
+    step_dirs,
+)
 
 
 def refuse_foreign_run_dir(run: Path) -> None:
@@ -41,7 +47,9 @@ def foreign_run_words(run: Path) -> str | None:
     no step dirs of another layout, or none of them reads (a damaged run of any layout is
     then named as before): it holds no complete step of mfsdp's, no config.yaml or
     metrics.jsonl of an mfsdp run, and the run, or else its newest step that reads,
-    resolves to another layout."""
+    resolves to another layout. A step a part of which links out of it (`linked_out_part`)
+    is never the one named: reading it is refused, whatever resolving it found. The steps
+    are looked at newest first, only until one reads."""
     if not is_dir(run) or list_complete_steps(run) or holds_run_records(run):
         return None
     try:
@@ -57,7 +65,8 @@ def foreign_run_words(run: Path) -> str | None:
         except MfsdpError:
             return None  # a save that did not finish: reading it for the run names it
         return None
-    for given in [run, *(run / name for name in reversed(steps))]:
+    readable = (run / name for name in reversed(steps) if linked_out_part(run / name) is None)
+    for given in itertools.chain([run], readable):
         try:
             paths = resolve_checkpoint(given)
         except ForeignFormatError as err:

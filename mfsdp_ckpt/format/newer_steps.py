@@ -8,6 +8,8 @@ tracker as its writer saves: older verl's async save never updated the tracker (
 writes it once a save is done), and Megatron-LM and Megatron-Bridge write theirs only when
 a save is finalized, so a run stopped between the two (or a tracker set back) leaves one.
 A `release` tracker names Megatron's release/ dir, past which every `iter_N/` is noted.
+A newer step a part of which links out of it (`linked_out_part`) is named as such, never
+offered: reading it is refused ("resolves outside").
 
 `checkpoint.resume=auto` on mfsdp's own run dir says the same of the steps it trains over
 (`resumed=True`): mfsdp points the tracker at a step once it is in place, so a step dir past
@@ -27,7 +29,12 @@ from mfsdp_ckpt.format.layout import (
     iter_step,
     parse_step_dir_name,
 )
-from mfsdp_ckpt.format.run_steps import newest_of, unfinished_save
+from mfsdp_ckpt.format.run_steps import (
+    linked_out_part,
+    linked_out_said,
+    newest_of,
+    unfinished_save,
+)
 
 _OWN_WHY = (
     "mfsdp points the tracker at a step once it is in place: a run stopped between the two,"
@@ -71,8 +78,8 @@ def newer_than_tracked(
     newer = [(step, name) for step, name in newer if step > after]
     if not newer:
         return None
-    unfinished = {name: unfinished_save(steps[name]) for _step, name in newer}
-    complete = [name for _step, name in newer if unfinished[name] is None]
+    refused = {name: _not_given(steps[name]) for _step, name in newer}
+    complete = [name for _step, name in newer if refused[name] is None]
     named = f"{run / tracker} names " + ("'release'" if release else f"step {after}")
     reading = f"reading {MEGATRON_RELEASE_DIR}/" if release else f"reading step {after}"
     given = f"{run / complete[-1]}" if complete else ""
@@ -88,23 +95,34 @@ def newer_than_tracked(
     give = f": give {given} to {read} the newer one" if complete else ""
     if len(newer) == 1:
         step, name = newer[0]
-        if unfinished[name] is not None:
-            return (
-                f"{named}, but {name}/ (step {step}) is newer and holds no {unfinished[name]}:"
-                f" a save that did not finish; {reading}"
-            )
+        not_given = refused[name]
+        if not_given is not None:
+            clause, _mark = not_given
+            return f"{named}, but {name}/ (step {step}) is newer and {clause}; {reading}"
         return f"{named}, but {name}/ (step {step}) is newer{why}; {reading}{give}"
-    listed = [
-        f"{name}/ (step {step})"
-        if unfinished[name] is None
-        else f"{name}/ (step {step}, a save that did not finish: no {unfinished[name]})"
-        for step, name in newer
-    ]
+    listed = [f"{name}/ (step {step}{(refused[name] or ('', ''))[1]})" for step, name in newer]
     if complete:
         give = f": give {given} to {read} the newest complete one"
     return (
         f"{named}, but {len(newer)} newer step dirs are here: {newest_of(listed)}{why};"
         f" {reading}{give}"
+    )
+
+
+def _not_given(step: Path) -> tuple[str, str] | None:
+    """Why the newer step dir `step` is no step to give (a part linking out of it, or a
+    save that did not finish and what it lacks), as a clause after "is newer and" and as
+    a mark after it in a list of several; None for a complete one."""
+    linked = linked_out_part(step)
+    if linked is not None:
+        said = linked_out_said(step, linked)
+        return said, f", {said}"
+    lacks = unfinished_save(step)
+    if lacks is None:
+        return None
+    return (
+        f"holds no {lacks}: a save that did not finish",
+        f", a save that did not finish: no {lacks}",
     )
 
 

@@ -5,8 +5,8 @@ The trainer, retention, validate and the CLI's run report all ask here, so the s
 run resumes, the step a check names and the step a Ctrl-C'd run reports are the same.
 Trackers (ours, verl's and Megatron-Bridge's) are read bounded through `safe_files`: a
 FIFO, a huge file or a symlink out of the run is one line, never a hang. Every list of a
-run's step dirs (any layout's) marks a save that did not finish, so that no line offers
-one as a step to give.
+run's step dirs (any layout's) marks a save that did not finish and a step whose parts link
+out of it, so that no line offers one as a step to give, and no resume picks one.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ _STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
 
 def holds_complete_step(run: Path, names: list[str]) -> bool:
     """Whether one of `names` (entries of `run`) is a `global_step_N` holding its manifest,
-    as `list_complete_steps` finds one: `step_states`' `ours`, asked of those names alone."""
+    which makes `run` mfsdp's (whether that step's parts stay in it or not): `step_states`'
+    `ours`, asked of those names alone."""
     return any(
         parse_step_dir_name(name) is not None and _is_file_followed(run / name / MANIFEST_FILE)
         for name in names
@@ -63,16 +64,23 @@ def holds_complete_step(run: Path, names: list[str]) -> bool:
 
 
 def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
-    """Steps whose directory holds a manifest, ascending. Temporary dirs never count."""
+    """Steps whose directory holds a manifest and no part linking out of it
+    (`linked_out_part`: reading such a step is refused, "resolves outside"), ascending.
+    Temporary dirs never count."""
     run = Path(run_dir)
     if not run.is_dir():
         return []
     steps = []
     for child in run.iterdir():
         step = parse_step_dir_name(child.name)
-        if step is not None and _is_file_followed(child / MANIFEST_FILE):
+        if step is not None and _is_complete(child):
             steps.append(step)
     return sorted(steps)
+
+
+def _is_complete(step: Path) -> bool:
+    """A step of ours to give: its manifest is there, and no part of it links out."""
+    return _is_file_followed(step / MANIFEST_FILE) and linked_out_part(step) is None
 
 
 def confining_dir(given: Path, root: Path) -> Path:
@@ -120,7 +128,11 @@ def resume_step(run_dir: str | os.PathLike) -> int | None:
 
 def _refuse_another_trainers_run(run: Path) -> None:
     """`foreign_run_dirs.refuse_foreign_run_dir`, imported here: it names the layout as
-    resolution does, and resolution reads run dirs through this module."""
+    resolution does, and resolution reads run dirs through this module. A run holding a
+    step with its manifest is mfsdp's, whether that step's parts stay in it or not: asked
+    of such a run, the refusal resolved it, which asked here again."""
+    if _holds_our_step(run):
+        return
     from mfsdp_ckpt.format.foreign_run_dirs import refuse_foreign_run_dir
 
     refuse_foreign_run_dir(run)
@@ -134,7 +146,7 @@ def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int 
     if tracked in steps:
         return tracked
     target = step_dir(run, tracked)
-    if _is_file_followed(target / MANIFEST_FILE):  # saved since the steps were listed
+    if _is_complete(target):  # saved since the steps were listed
         return tracked
     if os.path.lexists(target):
         refuse_tracked_step_holding_no_save(run, tracked)
@@ -166,12 +178,18 @@ def refuse_tracked_step_holding_no_save(run: Path, tracked: int) -> None:
     names (`tracked`) holds no piece of a save (`holds_save_pieces`: a Hugging Face model,
     an adapter, a config.json alone) and reading it gives its own line of what it is: that
     line, under the tracker, as another trainer's run dir gives it. Called "a save that
-    did not finish", the user looked for a save never made. Returns for any other step dir
-    (a save that did not finish keeps its line, exit 1) and for any other refusal."""
+    did not finish", the user looked for a save never made. A step a part of which links
+    out of it (`linked_out_part`, left out of `list_complete_steps`) is refused as reading
+    it is, CheckpointFileError naming the link: validate, inspect, export-hf and a resume
+    of the run say the same line of the step its tracker names. Returns for any other step
+    dir (a save that did not finish keeps its line, exit 1) and for any other refusal."""
     # imported here: resolution reads run dirs through this module
     from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 
     target = step_dir(run, tracked)
+    linked = linked_out_part(target) if is_dir(target) else None
+    if linked is not None:
+        raise CheckpointFileError(f"{linked}: resolves outside the checkpoint")
     if not is_dir(target) or os.path.lexists(target / MANIFEST_FILE):
         return  # a manifest there, damaged: `manifest_damage` names it
     if holds_save_pieces(target):
@@ -212,7 +230,7 @@ def _refuse_replacing(run: Path, resumed: int | None) -> None:
         if step is not None:
             if resumed is not None and (step <= resumed or os.path.islink(path)):
                 continue
-            if _is_file_followed(path / MANIFEST_FILE):
+            if _is_complete(path):
                 continue
             saving = (
                 "a run starting afresh here saves over it"
@@ -234,8 +252,12 @@ def incomplete_step(path: Path) -> str:
     without its manifest is named as `step_states` marks it in the lists beside the line
     (`unfinished_saves`): an empty one, or one of mfsdp's run, as a save that did not
     finish; the line called it "damaged after it was saved, or another trainer's" while
-    its own list marked it "(a save that did not finish)"."""
+    its own list marked it "(a save that did not finish)". A step whose part links out of
+    it is named by that part (`linked_out_said`), as reading it names the link."""
     if is_dir(path):
+        linked = linked_out_part(path)
+        if linked is not None:
+            return linked_out_said(path, linked)
         damage = manifest_damage(path)
         if damage is not None:
             return f"holds a {MANIFEST_FILE} that is {damage}"
@@ -441,13 +463,16 @@ def complete_step_dirs(run_dir: str | os.PathLike) -> list[Path]:
 
 def marked_unfinished(run: Path, names: list[str], ours: bool | None = None) -> list[str]:
     """`names` (step dirs of `run`) with `UNFINISHED_MARK` after each whose save did not
-    finish (`unfinished_saves`): a list of step dirs is read as the steps one may give, and
-    an interrupted save given is refused. `ours` as `step_states` takes it."""
-    unfinished = unfinished_saves(run, names, ours)
-    return [f"{name}{UNFINISHED_MARK}" if name in unfinished else name for name in names]
+    finish (`unfinished_saves`) and `LINKED_OUT_MARK` after each whose part links out of
+    it: a list of step dirs is read as the steps one may give, and either given is
+    refused. `ours` as `step_states` takes it."""
+    states = step_states(run, names, ours)
+    marks = {UNFINISHED: UNFINISHED_MARK, EMPTY: UNFINISHED_MARK, LINKED_OUT: LINKED_OUT_MARK}
+    return [f"{name}{marks.get(states[name], '')}" for name in names]
 
 
 UNFINISHED_MARK = " (a save that did not finish)"
+LINKED_OUT_MARK = " (a part of it links out of the step)"
 
 
 def unfinished_saves(run: Path, names: list[str], ours: bool | None = None) -> set[str]:
@@ -460,6 +485,7 @@ def unfinished_saves(run: Path, names: list[str], ours: bool | None = None) -> s
 COMPLETE = "complete"
 UNFINISHED = "unfinished"
 EMPTY = "empty"
+LINKED_OUT = "linked out"
 NOT_A_STEP = "not a step"
 
 
@@ -471,16 +497,27 @@ def step_states(run: Path, names: list[str], ours: bool | None = None) -> dict[s
     (`holds_save_pieces`: a Hugging Face model, an adapter), which no list marks as a
     save that did not finish.
     EMPTY: a dir holding nothing, a save that wrote nothing (given, it is refused as one
-    that did not finish). UNFINISHED: a save begun and not finished (`unfinished_save`),
+    that did not finish). LINKED_OUT: a step a part of which links out of it
+    (`linked_out_part`), whatever lies at the link's target: reading it is refused
+    ("resolves outside"). UNFINISHED: a save begun and not finished (`unfinished_save`),
     and in mfsdp's run (a step of it holds a manifest) any step dir without its manifest,
     which mfsdp writes last. COMPLETE: the rest; a dir that cannot be listed is left for
-    reading it to name. `ours` (mfsdp's run) is asked of every step of `run`
-    (`list_complete_steps`) unless given: a caller judging a few names of a run of
-    thousands of steps tells it from those (`holds_complete_step`), so the work does not
-    grow with the run."""
+    reading it to name. `ours` (mfsdp's run) is asked of every step of `run` unless given:
+    a caller judging a few names of a run of thousands of steps tells it from those
+    (`holds_complete_step`), so the work does not grow with the run."""
     if ours is None:
-        ours = bool(list_complete_steps(run))
+        ours = _holds_our_step(run)
     return {name: _step_state(run / name, ours) for name in names}
+
+
+def _holds_our_step(run: Path) -> bool:
+    """Whether `run` holds a `global_step_N` with its manifest, whether its parts stay in it
+    or not (`list_complete_steps` leaves those out): a run whose steps link out is still
+    mfsdp's."""
+    try:
+        return holds_complete_step(run, children(run))
+    except (CheckpointPathError, CheckpointFileError):
+        return False
 
 
 def _step_state(step: Path, ours: bool) -> str:
@@ -489,6 +526,8 @@ def _step_state(step: Path, ours: bool) -> str:
     try:
         if not children(step):
             return EMPTY
+        if linked_out_part(step) is not None:
+            return LINKED_OUT
         unfinished = unfinished_save(step) is not None
     except (CheckpointPathError, CheckpointFileError):
         return COMPLETE
@@ -506,11 +545,11 @@ def unfinished_save(step: Path) -> str | None:
     `mp_rank_NN/`, verl's FSDP shards: no `.metadata` is theirs to write) lacks nothing,
     except a Megatron torch_dist save without the metadata.json megatron-core writes last.
     A step whose role or DCP dir links out of it lacks nothing here: what is out there is
-    not looked at, and reading the step names the link ("resolves outside")."""
+    not looked at, and such a step is marked as what it is (`linked_out_part`)."""
     if _is_file_followed(step / MANIFEST_FILE):
         return None
     holders = [step, *(step / role for role in ROLES)]
-    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+    dcps = _dcp_places(step)
     if any(leads_out(d, step) for d in dcps):
         return None
     if any(is_dir(d) and is_unfinished_torch_dist(d, children(d)) for d in dcps):
@@ -525,6 +564,63 @@ def unfinished_save(step: Path) -> str | None:
     if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
         return f"{DCP_METADATA_FILE}, which a save writes last"
     return None
+
+
+def _dcp_places(step: Path) -> list[Path]:
+    """Where a step's DCP files may lie, by layout: in the step itself (Megatron's iter_N/),
+    a role dir, and their `dist_ckpt/` and `model/dist_ckpt/` (verl's, ours)."""
+    holders = [step, *(step / role for role in ROLES)]
+    return [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+
+
+def linked_out_part(step: Path) -> Path | None:
+    """The first part of step dir `step` that holds its saved state and is a link leading
+    out of it, or None: a role dir, a `dist_ckpt/` or `model/` (under the step or a role),
+    or a file of a DCP dir (Megatron's iter_N/ holds its DCP files itself). Found by
+    `leads_out`, so nothing outside is looked at, whatever lies at the link's target (a
+    valid DCP there changes nothing): reading the step refuses the link, so no list offers
+    the step and no resume picks it. The step dir itself may be a link (`confining_dir`:
+    a step moved to another disk is read where it leads); our manifest linked out is
+    named by reading the run (`refuse_manifest_leading_out`). Only the step's own DCP
+    dirs are listed, once each: the cost is the step's, never the run's."""
+    places = _dcp_places(step)
+    for part in places:
+        if leads_out(part, step):
+            return part
+    for dcp in places:
+        if os.path.lexists(dcp / DCP_METADATA_FILE) and is_dir(dcp):
+            linked = _linked_out_file(dcp, step)
+            if linked is not None:
+                return linked
+    return None
+
+
+def _linked_out_file(dcp: Path, step: Path) -> Path | None:
+    """The first entry of the DCP dir `dcp` (inside `step`) that links out of `step`; the
+    listing tells links apart without a stat of each file, so a dir of many shards costs
+    one listing. A dir that cannot be listed is left for reading it to name."""
+    try:
+        with os.scandir(dcp) as entries:
+            links = sorted(entry.name for entry in entries if entry.is_symlink())
+    except OSError:
+        return None
+    return next((dcp / name for name in links if leads_out(dcp / name, step)), None)
+
+
+def linked_out_said(step: Path, part: Path) -> str:
+    """What a step dir whose `part` links out of it is, in words naming the part."""
+    return f"has {part.relative_to(step)} linking out of it, which reading it refuses"
+
+
+def linked_out_steps_said(run: Path, linked: list[str]) -> str:
+    """Step dirs `linked` of `run` (oldest first, each one a part of which links out of it),
+    in words: the newest by its path, with the part that links out."""
+    newest = run / linked[-1]
+    part = linked_out_part(newest)
+    said = linked_out_said(newest, part) if part is not None else "has a part linking out of it"
+    if len(linked) == 1:
+        return f"{newest} {said}"
+    return f"{newest_of(linked)} have parts linking out of them ({newest} {said})"
 
 
 def unfinished_said(run: Path, unfinished: list[str]) -> str:
@@ -574,7 +670,7 @@ def is_ours(step: Path) -> bool:
     missing manifest is damage to report, not a sign of verl, whose steps never have one).
     Any entry named manifest.json counts: a FIFO or a link there is a damaged mfsdp step,
     which validate then refuses, not a verl step to read without one."""
-    return os.path.lexists(step / MANIFEST_FILE) or bool(list_complete_steps(step.parent))
+    return os.path.lexists(step / MANIFEST_FILE) or _holds_our_step(step.parent)
 
 
 def step_dirs(run: Path, names: list[str]) -> dict[str, Path]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch.distributed.checkpoint.planner import SavePlan
 
-from mfsdp_ckpt.format.run_steps import COMPLETE, step_states, unfinished_save
+from mfsdp_ckpt.format.run_steps import LINKED_OUT, step_states, unfinished_save
 from mfsdp_ckpt.format.unfinished_torch_dist import SCANS, is_unfinished_torch_dist
 from tests.support.interop_layouts import run_cli
 from tests.support.megatron_checkpoints import save_dcp
@@ -116,4 +116,4 @@ def test_a_step_linking_out_is_judged_by_nothing_outside(tmp_path):
         (run / "global_step_10" / "actor").mkdir(parents=True)
         (run / "global_step_10" / "actor" / "dist_ckpt").symlink_to(tmp_path / outside)
         assert unfinished_save(run / "global_step_10") is None, outside
-        assert step_states(run, ["global_step_10"]) == {"global_step_10": COMPLETE}, outside
+        assert step_states(run, ["global_step_10"]) == {"global_step_10": LINKED_OUT}, outside
