@@ -23,6 +23,15 @@ plain object) of an unknown class is a warning, the class not being imported her
 whether it holds code of its own (in Megatron-LM's `args`, which holds enums of its own
 classes, taken as the Namespace reader takes it, as an enum member). Python 2's names
 (`__builtin__.set`) are read as Python 3's, as every unpickler reads them.
+
+validate --deep also decodes each entry whose pickle runs nothing, from the bytes read for
+the scan, with the loader that reads it: torch's weights-only load (`blob_decode`: what a
+resume, an export and inspect use) where its pickle names only globals torch admits, else
+the restricted unpickler, each global an inert placeholder (how Megatron-LM's `args` is
+read; its numpy RNG state too). A blob that loader refuses (a damaged pickle, a record its
+pickle names but its archive lacks) is an error naming the file and key: the opcode scan
+alone passed an `iteration` torch cannot load, where no other check reads it (a bare DCP, a
+Megatron step's RNG state).
 """
 
 from __future__ import annotations
@@ -35,16 +44,33 @@ from dataclasses import dataclass
 
 from mfsdp_ckpt.check.blob_runs import small_blobs
 from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.convert.megatron_record import ARGS_KEY
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
-from mfsdp_ckpt.format.restricted_pickle import GlobalUse, PickleRefused, pickle_globals
-from mfsdp_ckpt.format.saved_objects import ENUM_LOOKUPS, REFUSED_MODULES
-from mfsdp_ckpt.storage.blob_decode import decode_blob
+from mfsdp_ckpt.format.restricted_pickle import (
+    DETAIL_CHARS,
+    GlobalUse,
+    PickleRefused,
+    Placeholder,
+    PlaceholderCall,
+    pickle_globals,
+    restricted_loads,
+)
+from mfsdp_ckpt.format.saved_objects import (
+    ENUM_LOOKUPS,
+    NAMESPACE_BUDGET,
+    NAMESPACE_TABLE,
+    REFUSED_MODULES,
+    NamespaceRecord,
+    args_placeholder,
+)
+from mfsdp_ckpt.storage.blob_decode import decode_blob, load_blob
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, RangeFile
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 # torch's weights-only loader's default globals (torch/_weights_only_unpickler.py,
 # `_get_allowed_globals`), those a torch.save of plain values, tensors and parameters names.
@@ -154,6 +180,8 @@ def _python3_name(name: str) -> str:
     builtins under Python 2's names (`__builtin__.set`, `__builtin__.xrange`), which pickle
     maps back with its own tables (`fix_imports`, from `_compat_pickle`)."""
     module, _, qualname = name.rpartition(".")
+    if not module:  # no module: a global the pickle computes (`UNNAMED`), kept as named
+        return name
     if (module, qualname) in _compat_pickle.NAME_MAPPING:
         return ".".join(_compat_pickle.NAME_MAPPING[(module, qualname)])
     return f"{_compat_pickle.IMPORT_MAPPING.get(module, module)}.{qualname}"
@@ -248,14 +276,19 @@ def _judged(
     entry: ObjectEntry,
     raw: bytes | CheckpointFileError | None,
     seen: dict[tuple, tuple[str, str] | None],
+    archives: ArchiveVerdicts | None = None,
 ) -> tuple[str, str] | None:
     """(severity, message) of one entry's finding, or None: what its pickle would run, or
-    why it could not be checked. Blobs of equal bytes get one verdict (`seen`): a DCP save
-    writes equal values as equal blobs, and Megatron's distributed optimizer saves ~20
+    why it could not be checked; with `archives` (validate --deep), why its value cannot be
+    read (`decode_problem`) where its pickle runs nothing and it is a whole archive (one
+    that is not is reported once, by the archive check; one a check before could not read,
+    the step's, once by that check). Blobs of equal bytes get one verdict (`seen`): a DCP
+    save writes equal values as equal blobs, and Megatron's distributed optimizer saves ~20
     small settings per parameter (`param_to_group_meta`), tens of thousands of blobs of a
     few distinct values."""
     key = None
-    if isinstance(raw, bytes):  # by digest: memory holds one per distinct blob, not its bytes
+    said = reader.decoded.unreadable_said(entry.name)  # by the check that read it
+    if isinstance(raw, bytes) and not said:  # by digest: one per distinct blob, not its bytes
         key = (hashlib.sha256(raw).digest(), entry.transforms, entry.name == ARGS_KEY)
     if key is not None and key in seen:
         return seen[key]
@@ -267,9 +300,53 @@ def _judged(
     except (CheckpointFormatError, CheckpointFileError) as err:
         reason = str(err).split("]: ", 1)[-1]
         verdict = (ERROR, f"pickle not checked for code torch would run ({reason})")
+    whole = archives is not None and archives.found.get(entry.name) is None
+    if verdict is None and whole and not said and isinstance(raw, bytes):
+        problem = decode_problem(reader, entry, raw)
+        verdict = None if problem is None else (ERROR, problem)
     if key is not None:
         seen[key] = verdict
     return verdict
+
+
+def decode_problem(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> str | None:
+    """Why the entry's blob (`raw`) cannot be read by the loader that reads it, or None:
+    torch's weights-only load (`load_blob`, as a resume, an export and inspect read it)
+    where its pickle names only globals torch admits, else the restricted unpickler with
+    each global an inert placeholder (`_inert`), as Megatron-LM's `args` is read."""
+    where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
+    try:
+        if not torch_refuses(reader, entry, raw):
+            load_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
+            return None
+        restricted_loads(
+            entry_pickle(reader, entry, where, raw),
+            NAMESPACE_TABLE,
+            (NamespaceRecord,),
+            budget=NAMESPACE_BUDGET,
+            persistent_load=lambda pid: pid,  # a tensor's record is named, never read
+            placeholders=_inert,
+        )
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        return f"its value cannot be read ({str(err).split(']: ', 1)[-1]})"
+    except PickleRefused as err:
+        if PlaceholderCall.__name__ in str(err):  # items added to an object it keeps as a
+            return None  # name (a deque, a defaultdict): built by a stock load, not here
+        return f"its value cannot be read by the restricted reader ({err})"
+    except Exception as err:  # damaged bytes: pickle's own error types
+        reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
+        line = error_line(err, limit=DETAIL_CHARS)
+        return f"its value cannot be read by the restricted reader (damaged pickle: {line})"
+    return None
+
+
+def _inert(module: str, name: str) -> Placeholder:
+    """A global of a pickle torch refuses, as the restricted reader takes it: a data type of
+    CHECKPOINT_DATA or TORCH_ADMITTED an inert placeholder, any other as in Megatron's
+    `args` (`args_placeholder`: refused where its module runs code or reaches the system)."""
+    if _python3_name(f"{module}.{name}") in TORCH_ADMITTED | CHECKPOINT_DATA:
+        return Placeholder(module, name)
+    return args_placeholder(module, name)
 
 
 def check_object_pickles(
@@ -292,15 +369,15 @@ def check_object_pickles(
     seen: dict[tuple, tuple[str, str] | None] = {}
     verdicts = {}
     for entry, raw in small_blobs(reader, entries):
-        verdicts[entry.name] = _judged(reader, entry, raw, seen)
         if archives is not None and archive_checked(entry):
             archives.add(entry, raw)
+        verdicts[entry.name] = _judged(reader, entry, raw, seen, archives)
     findings: list[tuple[str, str, str]] = []
     for entry in entries:
         verdict = (
             verdicts[entry.name]
             if entry.name in verdicts
-            else _judged(reader, entry, _whole_for(reader, entry, archives), seen)
+            else _judged(reader, entry, _whole_for(reader, entry, archives), seen, archives)
         )
         if verdict is not None:
             where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
@@ -313,23 +390,26 @@ def check_object_pickles(
         report.add(
             severity,
             reader.root,
-            f"(+{len(rest)} more non-tensor entries whose pickles torch would run code from)",
+            f"(+{len(rest)} more non-tensor entries whose pickles torch would run code from"
+            " or whose values cannot be read)",
         )
 
 
 def _whole_for(
     reader: CheckpointReader, entry: ObjectEntry, archives: ArchiveVerdicts | None
 ) -> bytes | CheckpointFileError | None:
-    """A larger blob's bytes, read whole once when `archives` checks it too (then given to
-    both checks); else None, and the pickle check reads only its zip directory and pickle."""
-    if archives is None or not archive_checked(entry):
+    """A larger blob's bytes, read whole once with `archives` (validate --deep: decoded, and
+    checked as an archive too where `archive_checked`) up to MAX_SCANNED_BLOB_BYTES; else
+    None, and the pickle check reads only its zip directory and pickle."""
+    if archives is None or entry.length > MAX_SCANNED_BLOB_BYTES:
         return None
     raw: bytes | CheckpointFileError
     try:
         raw = reader.store.read_range(entry.file or "", entry.file_offset, entry.length)
     except CheckpointFileError as err:
         raw = err
-    archives.add(entry, raw)
+    if archive_checked(entry):
+        archives.add(entry, raw)
     return raw
 
 

@@ -113,7 +113,9 @@ def _state_field_problems(reader: CheckpointReader, in_step_dir: bool) -> list[s
     for key in held:
         if key == STEP or key not in RULED_FIELDS:
             continue  # the step is judged with the others'; a field mfsdp does not record
-        value, unread = _entry_value(reader, EXTRA_KEY_PREFIX + key, f"its trainer state's {key}")
+        value, unread = _reported_value(
+            reader, EXTRA_KEY_PREFIX + key, f"its trainer state's {key}"
+        )
         problem = unread or field_problem(key, value)
         if problem is not None:
             found.append(problem if unread else f"its trainer state {problem}")
@@ -126,13 +128,22 @@ def _entry_problem(
     """The DCP entry `key` judged as a step (`_judged`); None when there is no such entry
     (another trainer's checkpoint, an import) or its data file is missing (reported where
     the files are checked)."""
-    step, unread = _entry_value(reader, key, what)
+    step, unread = _reported_value(reader, key, what)
     if step is _NOT_THERE or unread is not None:
         return unread
     return _judged(step, what, known)
 
 
 _NOT_THERE = object()  # `_entry_value` of an entry absent, or whose file is
+
+
+def _reported_value(reader: CheckpointReader, key: str, what: str) -> tuple[object, str | None]:
+    """`_entry_value`, for a check whose report says why the entry is not read: marked so
+    (`said_unreadable`), validate's decode of every entry leaves it to that line."""
+    value, unread = _entry_value(reader, key, what)
+    if unread is not None:
+        reader.decoded.said_unreadable(key)
+    return value, unread
 
 
 def _entry_value(reader: CheckpointReader, key: str, what: str) -> tuple[object, str | None]:
@@ -152,7 +163,8 @@ def _entry_value(reader: CheckpointReader, key: str, what: str) -> tuple[object,
     try:
         return reader.decoded.once(key, lambda: _step_value(reader, key)), None
     except (CheckpointFormatError, CheckpointFileError) as err:
-        return None, f"{what} cannot be read ({str(err).split(']: ', 1)[-1]})"  # after its where
+        reason = str(err).split("]: ", 1)[-1]  # after its where: the data file named here
+        return None, f"{what} cannot be read from {entry.file} ({reason})"
 
 
 def _step_value(reader: CheckpointReader, key: str) -> object:

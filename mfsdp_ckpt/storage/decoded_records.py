@@ -28,6 +28,7 @@ class DecodedRecords:
 
     def __init__(self) -> None:
         self._found: dict[str, tuple[Any, CheckpointFormatError | CheckpointFileError | None]] = {}
+        self._said: set[str] = set()
 
     def once(self, name: str, decode: Callable[[], T]) -> T:
         """`decode()`'s value, called the first time `name` is asked for; its
@@ -41,6 +42,15 @@ class DecodedRecords:
         if failed is not None:
             raise failed.with_traceback(None)
         return value
+
+    def said_unreadable(self, name: str) -> None:
+        """Mark `name` as a record whose failure a check put in its report."""
+        self._said.add(name)
+
+    def unreadable_said(self, name: str) -> bool:
+        """Whether a check reported `name` as unreadable (`said_unreadable`): validate's
+        decode of every entry leaves it to that line, one line a defect."""
+        return name in self._said
 
     def peek(self, name: str) -> tuple[Any] | None:
         """(value,) of `name` where it was decoded already; None where it was not asked for,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -35,6 +36,7 @@ from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 class SafeFileSystemReader(FileSystemReader):
     _reading: Any = None  # the storage info of the blob stock DCP sliced last (`_slice_file`)
+    _keys: dict[int, str] | None = None  # each storage info's key, by the info's id
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         metadata = load_metadata(f"{self.path}/{DCP_METADATA_FILE}")
@@ -70,7 +72,9 @@ class SafeFileSystemReader(FileSystemReader):
                     info.length,
                     where,
                 )
-        self._reading = None
+        self._reading, self._keys = None, None  # this load's storage infos, told apart anew
+        if isinstance(planner, SafeLoadPlanner):
+            planner.where_read = self._blob_read
         try:
             return super().read_data(plan, planner)
         except CheckpointFormatError:
@@ -91,10 +95,14 @@ class SafeFileSystemReader(FileSystemReader):
 
     def _blob_read(self) -> str:
         """`file [key]` of the blob stock DCP read last, else the checkpoint directory."""
-        for index, info in self.storage_data.items():
-            if info is self._reading:
-                return f"{self.path}/{info.relative_path} [{index.fqn}]"
-        return str(self.path)
+        if self._reading is None:
+            return str(self.path)
+        if self._keys is None:  # built once a load: a planner asks for each blob it loads
+            self._keys = {id(info): index.fqn for index, info in self.storage_data.items()}
+        key = self._keys.get(id(self._reading))
+        if key is None:
+            return str(self.path)
+        return f"{self.path}/{self._reading.relative_path} [{key}]"
 
     def _decoded_limit(self, item: Any) -> int:
         """Bytes a transformed blob may decode to: its chunk's, or MAX_OBJECT_BYTES for objects."""
@@ -108,14 +116,22 @@ class SafeFileSystemReader(FileSystemReader):
 
 
 class SafeLoadPlanner(DefaultLoadPlanner):
+    # `file [key]` of the blob being loaded, told by the SafeFileSystemReader reading it: a
+    # refusal names the file as validate's line on the same blob does (the key alone left
+    # a resume's user to search every .distcp for it)
+    where_read: Callable[[], str] | None = None
+
     def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
         fqn = read_item.dest_index.fqn
-        check_blob(value, len(value.getbuffer()), fqn)
+        where = self.where_read() if self.where_read is not None else fqn
+        check_blob(value, len(value.getbuffer()), where)
         try:
             loaded = torch.load(value, map_location="cpu", weights_only=True)
         except Exception as err:  # torch's refusal is a page advising an unsafe load
             reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
-            raise CheckpointFormatError(f"{fqn}: {torch_load_reason(err, DETAIL_CHARS)}") from None
+            raise CheckpointFormatError(
+                f"{where}: {torch_load_reason(err, DETAIL_CHARS)}"
+            ) from None
         if self.flatten_state_dict:
             set_element(self.original_state_dict, self.mappings[fqn], loaded)
         else:

@@ -78,7 +78,9 @@ def test_a_resume_load_says_the_same_reason(tmp_path):
         )
     said = str(load_failure(refused.value, ckpt, {}))  # the line a resume prints
     _assert_one_reason(
-        said, f"{ckpt}: load failed:", "step: damaged pickle (Unsupported operand 130)"
+        said,
+        f"{ckpt}: load failed:",
+        "__0_0.distcp [step]: damaged pickle (Unsupported operand 130)",
     )
 
 

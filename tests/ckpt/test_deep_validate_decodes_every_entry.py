@@ -1,0 +1,114 @@
+"""validate --deep decodes every non-tensor entry it reads, with the loader that reads it
+(torch's weights-only load; the restricted unpickler for a pickle naming globals torch
+refuses, Megatron-LM's `args` and numpy RNG state), and fails with one line naming the file
+and key where that loader refuses it. Was: a bare DCP's `iteration` whose pickle torch
+cannot load passed `validate --deep` (exit 0): only its opcodes were scanned, and only a
+Megatron step's `iteration` was read by the step check."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.megatron_checkpoints import save_dcp
+
+MARK = 300  # pickled as BININT2 `M,\x01`: the value each damaged entry holds somewhere
+MARK_OPS = b"M,\x01"
+# EMPTY_TUPLE, EMPTY_TUPLE, APPEND in the mark's 3 bytes: opcodes the pickle scan reads as
+# data, which every unpickler refuses (a tuple cannot be appended to)
+DAMAGE = b"))a"
+
+ENTRIES = {
+    "iteration": MARK,
+    "rng_state": (np.random.RandomState(0).get_state(), random.Random(0).getstate(), MARK),
+    "args": argparse.Namespace(seq_length=MARK, lr=1e-4),
+    "optimizer.param_groups": ({"lr": 1e-4, "step": MARK},),
+    "lr_scheduler": ({"last_epoch": MARK},),
+    "extra.dataloader": ("epoch 0", MARK),
+}
+
+
+def _damaged(root: Path, key: str) -> Path:
+    """A DCP of a tensor and every ENTRIES kind (CRCs off, as a damaged archive whose CRCs
+    still match reads), the pickle of `key` holding DAMAGE where its MARK was."""
+    state = {"model": {"w": torch.ones(4)}, **{k: v for k, v in ENTRIES.items() if k != key}}
+    state[key] = ENTRIES[key]
+    torch.serialization.set_crc32_options(False)
+    try:
+        ckpt = save_dcp(state, root)
+    finally:
+        torch.serialization.set_crc32_options(True)
+    entry = CheckpointReader(ckpt).objects[key]
+    data = ckpt / str(entry.file)
+    raw = bytearray(data.read_bytes())
+    name_length, extra = struct.unpack_from("<2H", raw, entry.file_offset + 26)
+    start = entry.file_offset + 30 + name_length + extra  # the blob's data.pkl
+    at = raw.index(MARK_OPS, start, entry.file_offset + entry.length)
+    raw[at : at + len(MARK_OPS)] = DAMAGE
+    data.write_bytes(bytes(raw))
+    return data
+
+
+def _layout(tmp_path: Path, kind: str) -> tuple[Path, Path]:
+    """(what validate is given, the DCP dir) of a bare DCP, a verl step, a Megatron iter_N."""
+    if kind == "bare DCP":
+        return tmp_path / "ck", tmp_path / "ck"
+    if kind == "verl step":
+        run = tmp_path / "run"
+        (run).mkdir()
+        (run / "latest_checkpointed_iteration.txt").write_text("3")
+        dcp_dir = run / "global_step_3" / "actor" / "dist_ckpt"
+        return run / "global_step_3", dcp_dir
+    run = tmp_path / "megatron"
+    run.mkdir()
+    (run / "latest_checkpointed_iteration.txt").write_text(f"{MARK}\n")
+    return run / f"iter_{MARK:07d}", run / f"iter_{MARK:07d}"
+
+
+def _errors(given: Path) -> list[tuple[str, str]]:
+    report = validate_checkpoint(given, deep=True)
+    return [(f.where, f.message) for f in report.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize("kind", ["bare DCP", "verl step", "Megatron iter_N"])
+def test_an_undamaged_checkpoint_of_every_entry_kind_is_valid(tmp_path, kind):
+    given, dcp_dir = _layout(tmp_path, kind)
+    save_dcp({"model": {"w": torch.ones(4)}, **ENTRIES}, dcp_dir)
+    assert _errors(given) == []
+
+
+@pytest.mark.parametrize("kind", ["bare DCP", "verl step", "Megatron iter_N"])
+@pytest.mark.parametrize("key", list(ENTRIES))
+def test_an_entry_its_loader_refuses_is_one_error_naming_file_and_key(tmp_path, key, kind):
+    given, dcp_dir = _layout(tmp_path, kind)
+    data = _damaged(dcp_dir, key)
+    lines = [f"{where}: {message}" for where, message in _errors(given)]
+    # validate's lines name an entry `file [key]`; the step check's, its `iteration` entry
+    # read `from file` (a Megatron step's: the step it resumes from, one line either way)
+    named = [line for line in lines if f"[{key}]" in line or f"its {key} entry" in line]
+    assert len(named) == 1, lines
+    assert f"{data} [{key}]" in named[0] or f"from {data.name}" in named[0], lines
+    assert "cannot be read" in named[0] and "\n" not in named[0], lines
+
+
+def test_an_extension_code_is_a_global_the_pickle_computes(tmp_path):
+    """EXT1 (a global looked up by a number in copyreg's registry, which a stock load
+    resolves) is refused by the plain scan too: it was read as a name of no module,
+    `.<a global the pickle computes>`, and passed as harmless."""
+    data = _damaged(tmp_path / "ck", "iteration")
+    raw = bytearray(data.read_bytes())
+    at = raw.index(DAMAGE)
+    raw[at : at + len(DAMAGE)] = b"\x82\x01N"  # EXT1 1, NONE: the extension's value kept
+    data.write_bytes(bytes(raw))
+    report = validate_checkpoint(tmp_path / "ck", deep=False)
+    lines = [f"{f.where}: {f.message}" for f in report.findings if f.severity == "error"]
+    assert len(lines) == 1 and f"{data} [iteration]: " in lines[0], lines
+    assert "<a global the pickle computes>" in lines[0], lines
