@@ -5,6 +5,8 @@ backend and LoRA saves, Accelerate's per-rank shards, torchtitan's DCP, Hugging 
 weights without a config and the HF Trainer's checkpoint without its weights
 look enough like our layouts to be misread or called "not a checkpoint". Resolution asks
 here before it reads a dir as one of ours, so each is one line saying what it is instead.
+verl's default Megatron save (mbridge) keeps only optimizer state in its torch_dist
+dist_ckpt/: its line names the Hugging Face weights (or LoRA adapter) saved beside it.
 A PEFT adapter dir (verl's `actor/lora_adapter/`, `export-hf --adapter-only`) is no
 checkpoint either, but one a LoRA run starts from: it is named as such, with the key that
 takes it (`peft_adapter_line`).
@@ -50,6 +52,13 @@ from mfsdp_ckpt.storage.unique_json import read_json_file
 # named as one that did not finish (`unfinished_torch_dist`).
 _MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}(_[0-9]{3}){0,2}\Z")
 _VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt\Z")
+# verl's Megatron save with mbridge and use_dist_checkpointing=False (its default) writes the
+# model through mbridge as Hugging Face safetensors into huggingface/, or a LoRA run's adapter
+# into adapter_checkpoint/ (torch.save per tensor-parallel rank), and only the optimizer and
+# extra state into dist_ckpt/ (megatron_checkpoint_manager.py: generate_model=False). Megatron
+# names every optimizer tensor under `optimizer.` (`optimizer.state.`, `optimizer.distributed.`).
+_VERL_MBRIDGE_ADAPTER_DIR = "adapter_checkpoint"
+_OPTIMIZER_KEY_PREFIX = "optimizer."
 # An adapter_config.json is about 1 KB; a larger file is no adapter's to describe
 _MAX_ADAPTER_CONFIG_BYTES = 1 << 20
 
@@ -70,6 +79,9 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
                 f"{directory}: a verl LoRA checkpoint: the adapter's shards only, in Megatron"
                 f" dist_checkpointing (torch_dist) format, which mfsdp does not read; {peft}"
             )
+        model_elsewhere = _verl_model_beside(directory)
+        if model_elsewhere is not None:
+            raise ForeignFormatError(f"{directory}: {model_elsewhere}")
         raise ForeignFormatError(
             f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
             f" ({TORCH_DIST_MARKER}; {LEGACY_COMMON_FILE} in older saves), which mfsdp does not"
@@ -168,6 +180,51 @@ def _torch_dist_converter(dcp: Path) -> str:
         f" `{convert}` (with --swiglu for a SwiGLU MLP)"
         " rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads"
     )
+
+
+def _verl_model_beside(dcp: Path) -> str | None:
+    """The line for verl's default Megatron save (mbridge, use_dist_checkpointing=False),
+    whose `dist_ckpt/` holds optimizer state only: the model is the Hugging Face weights in
+    the role dir's `huggingface/`, already the export, or a LoRA run's adapter in
+    `adapter_checkpoint/`. verl's model merger reads the model from `dist_ckpt/` and finds
+    none there, so it is never offered for such a save. None where `dist_ckpt/` holds any
+    tensor outside the optimizer's (a model the merger converts) or neither sits beside it."""
+    if dcp.name != DIST_CKPT_DIR:
+        return None
+    hf = dcp.parent / HF_ASSETS_DIR
+    adapter = dcp.parent / _VERL_MBRIDGE_ADAPTER_DIR
+    holds_weights = is_dir(hf) and looks_like_hf_model(children(hf))
+    if not (holds_weights or is_dir(adapter)) or not _holds_optimizer_state_only(dcp):
+        return None
+    what = (
+        "a Megatron dist_checkpointing (torch_dist) checkpoint holding optimizer state only"
+        " (no model entry in its .metadata), as verl's Megatron save with mbridge and"
+        " use_dist_checkpointing=False (its default) writes"
+    )
+    if holds_weights:
+        return (
+            f"{what}: that save keeps its model as Hugging Face files in {hf} (weights"
+            f" present there), which is already the export (give model.path={hf}, or load it"
+            " with transformers); mfsdp does not read the optimizer state"
+        )
+    return (
+        f"{what} for a LoRA run: its adapter is in {adapter} (verl's Megatron LoRA adapter,"
+        " torch.save per tensor-parallel rank), which mfsdp does not read, and no model is"
+        " here for verl's model merger to convert"
+    )
+
+
+def _holds_optimizer_state_only(dcp: Path) -> bool:
+    """Whether every tensor the DCP in `dcp` declares is an optimizer's (`optimizer.`): told
+    from its `.metadata` alone, read bounded and through the restricted unpickler as every
+    DCP is (no data file is opened); False when it cannot be read (its reader says why)."""
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+    try:
+        tensors = list(CheckpointReader(dcp).tensors)
+    except MfsdpError:
+        return False
+    return bool(tensors) and all(name.startswith(_OPTIMIZER_KEY_PREFIX) for name in tensors)
 
 
 def _verl_peft_reader(dcp: Path) -> str | None:
