@@ -15,13 +15,9 @@ import pytest
 
 from cli.config_check import check_config
 from mfsdp_ckpt.errors import MfsdpError
-from tests.grpo.test_rows_of_other_rollouts_refused_in_any_form import (
-    SMALL,
-    TOOL_INFO,
-    _refusals,
-    _rows,
-)
+from tests.grpo.test_rows_of_other_rollouts_refused_in_any_form import TOOL_INFO, _refusals
 from tests.support.data_tables import write_parquet
+from tests.support.grpo import SMALL_LENGTHS, changed_rl_rows
 from trainer.data.empty_cells import JSON_TEXT_MAX
 from trainer.grpo.unsupported_rows import unsupported_task
 
@@ -30,7 +26,7 @@ TEXT_LINE = "extra_info is str {}"
 
 def test_text_nested_past_the_bound_is_refused_as_text_in_one_line(tmp_path):
     deep = '{"a":' + "[" * 5_000 + "]" * 5_000 + "}"
-    path = write_parquet(_rows(tmp_path, extra_info=deep), tmp_path / "deep.parquet")
+    path = write_parquet(changed_rl_rows(tmp_path, extra_info=deep), tmp_path / "deep.parquet")
     for said in _refusals(path, tmp_path):
         assert said.startswith(f"{path} row 1: {TEXT_LINE.format(repr(deep)[:12])}"), said
 
@@ -47,8 +43,10 @@ def test_text_in_a_parquet_of_one_large_row_group_is_refused_by_config_check(tmp
     """Only the prompt and task columns of such a file's first row are read here: the
     extra_info among them is refused with train's line."""
     text = json.dumps({"split": "train", "index": 0})
-    path = write_parquet(_rows(tmp_path, extra_info=text)[:1] * 20_000, tmp_path / "big.parquet")
-    overrides = [f"data.train_files={path}", *SMALL, f"trainer.run_dir={tmp_path / 'run'}"]
+    path = write_parquet(
+        changed_rl_rows(tmp_path, extra_info=text)[:1] * 20_000, tmp_path / "big.parquet"
+    )
+    overrides = [f"data.train_files={path}", *SMALL_LENGTHS, f"trainer.run_dir={tmp_path / 'run'}"]
     with pytest.raises(MfsdpError) as caught:
         check_config("grpo", None, overrides)
     assert caught.value.exit_code == 2
