@@ -40,6 +40,7 @@ import _compat_pickle
 import dataclasses
 import hashlib
 import io
+import warnings
 from dataclasses import dataclass
 
 from mfsdp_ckpt.check.blob_runs import small_blobs
@@ -316,8 +317,7 @@ def decode_problem(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> 
     each global an inert placeholder (`_inert`), as Megatron-LM's `args` is read."""
     where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
     try:
-        if not torch_refuses(reader, entry, raw):
-            load_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
+        if not torch_refuses(reader, entry, raw) and not _torch_cannot_read(raw, entry, where):
             return None
         restricted_loads(
             entry_pickle(reader, entry, where, raw),
@@ -338,6 +338,26 @@ def decode_problem(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> 
         line = error_line(err, limit=DETAIL_CHARS)
         return f"its value cannot be read by the restricted reader (damaged pickle: {line})"
     return None
+
+
+def _torch_cannot_read(raw: bytes, entry: ObjectEntry, where: str) -> bool:
+    """Whether torch's weights-only load, which reads the blob (`load_blob`), stops at an
+    opcode it does not implement (a pickle of protocol 4 or 5, as Megatron-LM's converter
+    writes: "Unsupported operand 149", its FRAME), not at damage: such a blob is judged by
+    the restricted unpickler instead, which reads every protocol, as a stock load does.
+    Any other refusal is raised (CheckpointFormatError)."""
+    try:
+        with warnings.catch_warnings():  # torch warns of any protocol but 2 before it reads
+            warnings.simplefilter("ignore", UserWarning)
+            load_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
+    except CheckpointFormatError as err:
+        if _UNSUPPORTED_OPCODE not in str(err):
+            raise
+        return True
+    return False
+
+
+_UNSUPPORTED_OPCODE = "Unsupported operand"  # torch's weights-only unpickler's own words
 
 
 def _inert(module: str, name: str) -> Placeholder:

@@ -7,7 +7,10 @@ global and no storage, so the restricted unpickler (data only) builds the same v
 torch's weights-only load does. It is taken only where the two agree by construction: no
 transforms, torch.save's protocol 2, and only the opcodes both unpicklers run alike;
 anything else (a tensor, an OrderedDict, a Namespace, damaged bytes) is left to torch's
-load, whose value or error stays what it was.
+load, whose value or error stays what it was. A pickle of protocol 3 to 5 of plain values
+(Megatron-LM's converter saves its settings with protocol 4) is read here too, its framing
+and memo opcodes besides: torch's weights-only load cannot read one at all ("Unsupported
+operand 149", its FRAME), and a stock load, Megatron-LM's, builds the value read here.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ _SHARED_OPCODES = frozenset(
 )
 
 
+# Opcodes protocols 3-5 add for plain values: framing, the implicit memo, short and long
+# strings (bytes, sets and classes stay torch's to load or refuse).
+_FRAMED_OPCODES = _SHARED_OPCODES | {"FRAME", "MEMOIZE", "SHORT_BINUNICODE", "BINUNICODE8"}
+_NEWER_PROTOCOLS = range(3, 6)
+
+
 def plain_value(raw: bytes, transforms: tuple[str, ...]) -> tuple[Any] | None:
     """(value,) of a blob of plain data, read without torch; None when it is not one (or
     cannot be read so), for torch's load to decode or refuse."""
@@ -73,10 +82,14 @@ def plain_value(raw: bytes, transforms: tuple[str, ...]) -> tuple[Any] | None:
 
 
 def _plain_pickle(data: bytes) -> bool:
-    """Whether `data` is a protocol-2 pickle of _SHARED_OPCODES only."""
+    """Whether `data` is a protocol-2 pickle of _SHARED_OPCODES only, or a protocol 3-5 one
+    of _FRAMED_OPCODES only."""
+    allowed = _SHARED_OPCODES
     for index, (opcode, arg, _pos) in enumerate(pickletools.genops(data)):
-        if opcode.name not in _SHARED_OPCODES:
-            return False
-        if index == 0 and (opcode.name != "PROTO" or arg != TORCH_SAVE_PROTOCOL):
+        if index == 0:
+            if opcode.name != "PROTO" or arg not in (TORCH_SAVE_PROTOCOL, *_NEWER_PROTOCOLS):
+                return False
+            allowed = _SHARED_OPCODES if arg == TORCH_SAVE_PROTOCOL else _FRAMED_OPCODES
+        if opcode.name not in allowed:
             return False
     return True

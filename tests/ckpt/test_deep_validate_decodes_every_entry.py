@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from mfsdp_ckpt.check.describe import describe_object
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.megatron_checkpoints import save_dcp
@@ -112,3 +113,58 @@ def test_an_extension_code_is_a_global_the_pickle_computes(tmp_path):
     lines = [f"{f.where}: {f.message}" for f in report.findings if f.severity == "error"]
     assert len(lines) == 1 and f"{data} [iteration]: " in lines[0], lines
     assert "<a global the pickle computes>" in lines[0], lines
+
+
+def _saved_with_protocol_4(monkeypatch, state: dict, root: Path) -> Path:
+    """A DCP whose non-tensor entries torch.save pickled with protocol 4, as Megatron-LM's
+    converter writes them (torch's weights-only load stops at its FRAME opcode)."""
+    stock = torch.save
+
+    def save(value, file, **options):  # tensors' records stay protocol 2, as its are
+        protocol = 2 if isinstance(value, torch.Tensor) else 4
+        stock(value, file, **{**options, "pickle_protocol": protocol})
+
+    monkeypatch.setattr(torch, "save", save)
+    try:
+        return save_dcp(state, root)
+    finally:
+        monkeypatch.setattr(torch, "save", stock)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_protocol_4_entries_are_read_not_called_damaged(tmp_path, monkeypatch):
+    """Was: every protocol-4 entry of a real Megatron-LM converter output (a float, a string,
+    the scheduler's settings) was "its value cannot be read (damaged pickle (Unsupported
+    operand 149))", exit 1, and inspect called them types the restricted reader refuses."""
+    state = {
+        "model": {"w": torch.ones(4)},
+        **ENTRIES,
+        "checkpoint_version": 3.0,
+        "sharding_type": "fully_reshardable",
+        "rng_tensor": {"cpu": torch.get_rng_state()},
+    }
+    ckpt = _saved_with_protocol_4(monkeypatch, state, tmp_path / "ck")
+    assert b"\x80\x04\x95" in (ckpt / "__0_0.distcp").read_bytes()  # FRAME follows PROTO 4
+    assert _errors(tmp_path / "ck") == []
+    reader = CheckpointReader(ckpt)
+    for key, value in (("checkpoint_version", 3.0), ("sharding_type", "fully_reshardable")):
+        assert describe_object(reader, reader.objects[key], decode=True)["value"] == value
+
+
+def test_a_damaged_protocol_4_entry_is_still_an_error(tmp_path, monkeypatch):
+    torch.serialization.set_crc32_options(False)  # as in `_damaged`: the CRC still matches
+    try:
+        ckpt = _saved_with_protocol_4(
+            monkeypatch, {"model": {"w": torch.ones(4)}, **ENTRIES}, tmp_path
+        )
+    finally:
+        torch.serialization.set_crc32_options(True)
+    entry = CheckpointReader(ckpt).objects["lr_scheduler"]
+    data = ckpt / str(entry.file)
+    raw = bytearray(data.read_bytes())
+    at = raw.index(MARK_OPS, entry.file_offset, entry.file_offset + entry.length)
+    raw[at : at + len(MARK_OPS)] = DAMAGE
+    data.write_bytes(bytes(raw))
+    lines = [f"{where}: {message}" for where, message in _errors(tmp_path)]
+    named = [line for line in lines if "[lr_scheduler]" in line]
+    assert len(named) == 1 and "cannot be read" in named[0], lines
