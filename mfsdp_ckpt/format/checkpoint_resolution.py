@@ -70,6 +70,7 @@ from mfsdp_ckpt.format.manifest_owner import is_mfsdp_manifest
 from mfsdp_ckpt.format.newer_steps import newer_than_tracked
 from mfsdp_ckpt.format.path_refusals import (
     check_is_dir,
+    hf_model_dir_refusal,
     missing_dcp,
     not_a_checkpoint,
     refuse_pieces_linked_out,
@@ -273,10 +274,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     if trainer_run is not None:
         return trainer_run
     if looks_like_hf_model(names):
-        raise CheckpointPathError(
-            f"{given}: a Hugging Face model dir, not a training checkpoint"
-            f" (to make one from it: mfsdp ckpt import-hf {given} --out DIR)"
-        )
+        raise hf_model_dir_refusal(given)
     models = [n for n in names if hf_trainer.MODEL_DCP_RE.match(n) and is_dir(given / n)]
     if models:
         return _from_hf_trainer_checkpoint(given, models)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -20,12 +21,14 @@ from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file, unreadable
 from mfsdp_ckpt.format.foreign_formats import peft_adapter_line, refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
+    BRIDGE_HF_EXPORT_DIR,
     BRIDGE_RUN_CONFIG_FILE,
     BRIDGE_TRACKER_FILE,
     BRIDGE_TRAIN_STATE_FILE,
     DCP_METADATA_FILE,
     DIST_CKPT_DIR,
     HF_ASSETS_DIR,
+    ITER_DIR_RE,
     MANIFEST_FILE,
     MEGATRON_ITER_PREFIX,
     ROLES,
@@ -39,6 +42,7 @@ from mfsdp_ckpt.format.layout import (
     CheckpointPaths,
     ForeignFormatError,
     IncompleteCheckpointError,
+    iter_step,
     looks_like_hf_model,
     parse_step_dir_name,
 )
@@ -118,15 +122,89 @@ def _hub_download(repo: str) -> str:
 
 def missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:
     """The error for a layout's dist_ckpt/ without `.metadata`: verl saved only Hugging
-    Face weights (usage: read those instead), else a save that did not finish (exit 1)."""
+    Face weights (usage: read those instead), or it is one of the parts verl v2 leaves
+    empty by design (`_verl_v2_part_in_model`), else a save that did not finish (exit 1)."""
     hf_only = verl_hf_model_only(dcp.parent)
     if dcp.name == DIST_CKPT_DIR and hf_only is not None:
         return hf_only
     count = len(children(dcp)) if is_dir(dcp) else 0
+    in_model = _verl_v2_part_in_model(dcp) if count == 0 else None
+    if in_model is not None:
+        return CheckpointPathError(in_model)
     held = "not there" if not is_dir(dcp) else "empty" if count == 0 else f"{count} file(s)"
     return IncompleteCheckpointError(
         f"{dcp}: {held}, no {DCP_METADATA_FILE}: this save did not finish or wrote nothing"
     )
+
+
+def _verl_v2_part_in_model(dcp: Path) -> str | None:
+    """For an empty `optimizer/dist_ckpt` or `extra/dist_ckpt` of a finished verl v2 save
+    (its `ckpt_contents.json`, written last, beside them, and `model/dist_ckpt/.metadata`
+    there), where that state is and what to give, in one line; None for anything else. verl
+    v2 with Megatron-FSDP keeps model, optimizer, scheduler and RNG in model/dist_ckpt and
+    leaves these dirs empty, though ckpt_contents.json lists them: a user checking the
+    optimizer gives optimizer/, and "this save did not finish" called a good save broken.
+    A save stopped before ckpt_contents.json, or before the model's `.metadata`, keeps
+    that line."""
+    part = dcp.parent
+    holder = part.parent  # verl's role dir, or an SFT step (no role level)
+    model = holder / VERL_MODEL_DIR / DIST_CKPT_DIR
+    if dcp.name != DIST_CKPT_DIR or part.name == VERL_MODEL_DIR:
+        return None
+    if not (is_file(holder / VERL_CONTENTS_FILE) and is_file(model / DCP_METADATA_FILE)):
+        return None
+    return (
+        f"{dcp}: empty, as verl v2 with Megatron-FSDP leaves it: that save keeps its"
+        f" {part.name} state in {model} ({VERL_CONTENTS_FILE}, written last, is there: the"
+        f" save finished); give {holder}"
+    )
+
+
+def hf_model_dir_refusal(given: Path) -> CheckpointPathError:
+    """The refusal of a Hugging Face model dir (config.json and weights) given where a
+    training checkpoint is read: a step's own export (`_step_export_of`) named as that,
+    with the checkpoint to give; any other, how to make a checkpoint from it. Told to
+    import-hf Megatron-Bridge's iter_N/hf/, the user made a new checkpoint of weights
+    whose training checkpoint lay one level up."""
+    export = _step_export_of(given)
+    if export is not None:
+        writer, checkpoint, step, dcp = export
+        of_step = f" of step {step}" if step is not None else ""
+        head = f"{given}: {writer}'s Hugging Face export{of_step} (already Hugging Face weights"
+        if _foreign_format_line(dcp) is not None:  # a checkpoint mfsdp does not read
+            return CheckpointPathError(
+                f"{head}: give model.path={given}, or load it with transformers); mfsdp does"
+                f" not read the checkpoint beside it ({checkpoint}: validate says what it is)"
+            )
+        return CheckpointPathError(
+            f"{head}, to load as a model); its training checkpoint is {checkpoint}: give that"
+            " to validate or export the checkpoint"
+        )
+    return CheckpointPathError(
+        f"{given}: a Hugging Face model dir, not a training checkpoint"
+        f" (to make one from it: mfsdp ckpt import-hf {given} --out DIR)"
+    )
+
+
+def _step_export_of(hf: Path) -> tuple[str, Path, int | None, Path] | None:
+    """(writer, checkpoint dir, step, its DCP dir) where `hf` is the Hugging Face export a
+    training checkpoint saves inside itself, else None: Megatron-Bridge's `iter_N/hf/`
+    (also_save_hf_checkpoint), and verl's `huggingface/` beside a dist_ckpt/ that holds
+    its `.metadata` (a role dir or SFT step; v2's `model/huggingface/`, whose checkpoint
+    is the role dir holding ckpt_contents.json). A few entries are looked at, no more."""
+    parent = hf.parent
+    if hf.name == BRIDGE_HF_EXPORT_DIR and ITER_DIR_RE.match(parent.name):
+        return "Megatron-Bridge", parent, iter_step(parent.name), parent
+    if hf.name != HF_ASSETS_DIR:
+        return None
+    checkpoint = parent.parent if parent.name == VERL_MODEL_DIR else parent
+    if checkpoint != parent and not is_file(checkpoint / VERL_CONTENTS_FILE):
+        return None  # v2 writes ckpt_contents.json last: a save that did not finish
+    if not os.path.lexists(parent / DIST_CKPT_DIR / DCP_METADATA_FILE):
+        return None
+    names = (checkpoint.name, checkpoint.parent.name)  # an SFT step, or a role's step
+    step = next((n for n in map(parse_step_dir_name, names) if n is not None), None)
+    return "verl", checkpoint, step, parent / DIST_CKPT_DIR
 
 
 def verl_hf_model_only(role_dir: Path) -> VerlHfModelOnlyError | None:
@@ -172,10 +250,24 @@ _CHECKPOINT_FILES = (
 )
 
 
+# verl's files beside its dist_ckpt/: a role dir's record of the model's settings
+# (convert/verl_record.py reads it), and a step's dataloader state (data.pt for RL,
+# data_<rank>.pt for SFT), told by the step dir's name that holds it.
+_VERL_RECORD_FILE = "transformer_config.json"
+_VERL_DATALOADER_RE = re.compile(r"data(_[0-9]+)?\.pt\Z")
+
+
 def _holding_dir(given: Path) -> str:
     """`: PARENT holds it` for a file a checkpoint or run dir holds (`RUN/latest_...txt`,
-    `dist_ckpt/.metadata`, a `.distcp`), else nothing: the dir to give instead."""
-    if given.name in _CHECKPOINT_FILES or given.suffix == ".distcp":
+    `dist_ckpt/.metadata`, a `.distcp`, Bridge's run_config.yaml, verl's
+    transformer_config.json and a step's data.pt), else nothing: the dir to give instead."""
+    in_step = parse_step_dir_name(given.parent.name) is not None
+    if (
+        given.name in _CHECKPOINT_FILES
+        or given.suffix == ".distcp"
+        or given.name == _VERL_RECORD_FILE
+        or (in_step and _VERL_DATALOADER_RE.match(given.name) is not None)
+    ):
         return f": {given.parent} holds it"
     return ""
 

@@ -540,8 +540,12 @@ def unfinished_save(step: Path) -> str | None:
     """What a step dir lacks that its save writes last, in words, or None when it has it:
     verl v2's manager writes ckpt_contents.json after every piece (model/ under a role dir,
     or under the step for SFT), and DCP writes `.metadata` last, into Megatron's iter_N/
-    itself or verl's dist_ckpt/ (under the step, a role, or a role's model/). A step of
-    ours (its manifest there) or of a format mfsdp does not read (Megatron's legacy
+    itself or verl's dist_ckpt/ (under the step, a role, or a role's model/). Every
+    dist_ckpt/ there must hold it; where another does, the one lacking it is named by its
+    place ("actor/dist_ckpt"): verl saves actor/, then critic/, so a run stopped in between
+    leaves one role's finished, and the step was offered as complete while reading that
+    role refused it. A
+    step of ours (its manifest there) or of a format mfsdp does not read (Megatron's legacy
     `mp_rank_NN/`, verl's FSDP shards: no `.metadata` is theirs to write) lacks nothing,
     except a Megatron torch_dist save without the metadata.json megatron-core writes last.
     A step whose role or DCP dir links out of it lacks nothing here: what is out there is
@@ -561,9 +565,17 @@ def unfinished_save(step: Path) -> str | None:
         for holder in holders
     ):
         return f"{VERL_CONTENTS_FILE}, which verl writes last"
-    if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
+    if not any(_has_metadata(d) for d in dcps):
         return f"{DCP_METADATA_FILE}, which a save writes last"
+    lacking = [d for d in dcps if d.name == DIST_CKPT_DIR and is_dir(d) and not _has_metadata(d)]
+    if lacking:
+        return f"{DCP_METADATA_FILE} in {lacking[0].relative_to(step)}, which a save writes last"
     return None
+
+
+def _has_metadata(dcp: Path) -> bool:
+    """Whether DCP dir `dcp` holds the `.metadata` DCP writes last (any entry so named)."""
+    return os.path.lexists(dcp / DCP_METADATA_FILE)
 
 
 def _dcp_places(step: Path) -> list[Path]:
