@@ -28,12 +28,21 @@ AGAIN = {"role": "user", "content": "And in Bergen?"}
 ANSWER = {"role": "assistant", "content": "It is 20 degrees."}
 
 
-@pytest.mark.parametrize("name", ["deepseek_r1_distill_jan2025", "qwen2_5_instruct"])
+# How each template writes the call whose arguments are the JSON text '{"city": "Oslo"}':
+# as the object it holds, as vLLM serves it (Qwen2.5's wrote the text quoted, escaped);
+# DeepSeek-R1-Distill's joins arguments to text, and takes them only so
+RENDERED_CALL = {
+    "qwen2_5_instruct": '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+    "deepseek_r1_distill_jan2025": 'get_weather\n```json\n{"city": "Oslo"}\n```',
+}
+
+
+@pytest.mark.parametrize("name", sorted(RENDERED_CALL))
 def test_a_prompts_calls_under_a_null_content_load_rendered(tmp_path, name):
     tokenizer = qwen_tokenizer(name)
     prompt = [USER, calling(None, [TEXT_CALL]), RESULT, AGAIN]
     text = tokenizer.decode(grpo_prompt_ids(tokenizer, tmp_path / "rl.jsonl", prompt))
-    assert "get_weather" in text and "Oslo" in text.split("Weather in Oslo?")[1], text
+    assert RENDERED_CALL[name] in text and '\\"city' not in text, text
 
 
 def test_a_prompt_opening_with_a_calling_turn_loads(tmp_path):

@@ -50,6 +50,8 @@ from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.chat_as_text import chat_written_as_text
+from trainer.data.chat_call_arguments import parsed_object, with_parsed_arguments
+from trainer.data.chat_call_repairs import unrenderable_call_turn, with_text_arguments
 from trainer.data.chat_columns import ChatColumns, no_chat_columns
 from trainer.data.empty_cells import holds_nothing
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
@@ -606,7 +608,9 @@ def chat_ids(
     template = limit.template
     try:
         with _time_limit(TEMPLATE_SECONDS):
-            text = _rendered(tokenizer, _template_turns(turns), limit, add_generation_prompt)
+            text = _rendered_as_served(
+                tokenizer, _template_turns(turns), limit, add_generation_prompt
+            )
             return {"input_ids": list(_encoded(tokenizer, text)["input_ids"]), "text": text}
     except TemplateSizeError as err:
         raise ChatTooLong(f"{template}: rendering it, {err}: {limit.exceeded()}") from None
@@ -617,9 +621,47 @@ def chat_ids(
     except MfsdpError:
         raise
     except Exception as err:  # the template's own code: anything it raises
+        cause = error_line(err, joined=True)
+        why = unrenderable_call_turn(
+            lambda variant: _render_or_none(tokenizer, variant, limit, add_generation_prompt), turns
+        )
         raise ChatFormatError(
-            f"{template} cannot render it ({error_line(err, joined=True)})"
+            f"{why[0]}: {template} {why[1]} ({cause}); {why[2]}"
+            if why
+            else f"{template} cannot render it ({cause})"
         ) from None
+
+
+def _rendered_as_served(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
+) -> str:
+    """`_rendered` of `turns` with their calls' JSON-text object arguments parsed, as vLLM
+    serves them (`with_parsed_arguments`). A template that raises on such arguments as an
+    object but renders them as text (DeepSeek-R1-Distill's joins them to text) renders the
+    text as the row gives it: such a template takes arguments as text alone."""
+    served = with_parsed_arguments(turns)
+    try:
+        return _rendered(tokenizer, served, limit, add_generation_prompt)
+    except MfsdpError:
+        raise
+    except Exception:
+        if served == turns:
+            raise
+        return _rendered(tokenizer, turns, limit, add_generation_prompt)
+
+
+def _render_or_none(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
+) -> str | None:
+    """The text of `turns` rendered as `chat_ids` renders them, bounded alike; None where
+    the template fails on them, whatever the failure."""
+    try:
+        with _time_limit(TEMPLATE_SECONDS):
+            return _rendered_as_served(
+                tokenizer, _template_turns(turns), limit, add_generation_prompt
+            )
+    except Exception:
+        return None
 
 
 def _rendered(
@@ -771,25 +813,37 @@ def _refuse_calls_left_out(
 ) -> None:
     """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`. Where the
     template renders its calls once the turn is stored otherwise, the remedy is storing it
-    so, not another template: its calls' arguments as objects where they are JSON text
-    (OpenAI's form; vLLM's Gemma 3 pythonic example wrote the text one character an
-    argument), its content null where it is empty (DeepSeek-R1-Distill's writes a turn's
-    calls only where its content is null, as OpenAI's API writes a turn that only calls
-    tools)."""
+    so, not another template: its calls' arguments as objects where they are text that is
+    no JSON object (JSON text of one is served parsed; vLLM's Gemma 3 pythonic example
+    wrote other text one character an argument), its content null where it is empty
+    (DeepSeek-R1-Distill's writes a turn's calls only where its content is null, as
+    OpenAI's API writes a turn that only calls tools), and its arguments as JSON text too
+    where that template is given them as objects, which it joins to text."""
     turn = turns[index]
-    as_objects = {**turn, "tool_calls": [_arguments_as_object(call) for call in turn["tool_calls"]]}
+    as_objects = {
+        **turn,
+        "tool_calls": [_text_arguments_as_object(call) for call in turn["tool_calls"]],
+    }
     empty = isinstance(turn["content"], str) and not turn["content"].strip()
     chat = (tokenizer, turns, index, limit, add_generation_prompt)
     if as_objects != turn and _renders_calls(*chat, as_objects):
         why = (
-            "as their arguments are JSON text (the calls would be left out); store each"
-            ' call\'s arguments as an object ({"city": "Oslo"}): the template renders them so'
+            "as their arguments are text that is no JSON object (the calls would be left"
+            ' out); store each call\'s arguments as an object ({"city": "Oslo"}): the template'
+            " renders them so"
         )
     elif empty and _renders_calls(*chat, {**turn, "content": None}):
         why = (
             f"as its content is {turn['content']!r} (the calls would be left out); write"
             " the content as null, as OpenAI's API writes a turn that only calls tools: the"
             " template renders calls only there"
+        )
+    elif empty and _renders_calls(*chat, {**with_text_arguments(turn), "content": None}):
+        why = (
+            f"as its content is {turn['content']!r} and its calls' arguments are objects (the"
+            " calls would be left out); write the content as null and each call's arguments"
+            ' as JSON text (\'{"city": "Oslo"}\'), as OpenAI\'s API writes them: the template'
+            " renders calls only so"
         )
     else:
         why = (
@@ -819,18 +873,15 @@ def _renders_calls(
     return probe is not None and index not in probe.calls_left_out
 
 
-def _arguments_as_object(call: dict) -> dict:
-    """`call` with arguments that are JSON text of an object given as that object."""
+def _text_arguments_as_object(call: dict) -> dict:
+    """`call` with non-empty text arguments that are no JSON object (those are served
+    parsed) given as an object holding them, to ask whether the template renders objects."""
     function = call.get("function")
     inner = function if isinstance(function, dict) else call
     arguments = inner.get("arguments")
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict):
+    if not isinstance(arguments, str) or not arguments or parsed_object(arguments) is not None:
         return call
-    inner = {**inner, "arguments": parsed}
+    inner = {**inner, "arguments": {"arguments": arguments}}
     return {**call, "function": inner} if isinstance(function, dict) else inner
 
 
@@ -862,7 +913,7 @@ def refuse_unrendered_turns(
     if any(turn["role"] not in ("user", "assistant") for turn in turns):
         for index in dropped_turns(tokenizer, turns, limit, add_generation_prompt) or ():
             if turns[index]["role"] not in ("user", "assistant"):
-                _refuse_left_out(turns, turns[index], limit)
+                _refuse_left_out(turns, turns[index], limit, add_generation_prompt)
     lacked = [
         turn
         for turn in turns
@@ -875,7 +926,7 @@ def refuse_unrendered_turns(
         except ChatFormatError:
             rendered = None
         if rendered is not None and rendered["text"] == text:
-            _refuse_left_out(turns, lacked[0], limit)
+            _refuse_left_out(turns, lacked[0], limit, add_generation_prompt)
     if not add_generation_prompt:
         _refuse_reply_left_out(tokenizer, turns, limit, text)
 
@@ -886,58 +937,132 @@ def _squeezed(text: str) -> str:
     return "".join(text.split()).lower()
 
 
-def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit) -> None:
-    """The ChatFormatError of `refuse_unrendered_turns` for `turn`, naming its number."""
+def _refuse_left_out(turns: list[dict], turn: dict, limit: RowLimit, prompt: bool) -> None:
+    """The ChatFormatError of `refuse_unrendered_turns` for `turn`, naming its number; the
+    text it is left out of is a `prompt` (rendered with the generation prompt: a GRPO
+    rollout's, a prompt/response row's) or a chat to train on."""
     number = next(index for index, other in enumerate(turns, 1) if other is turn)
+    text = "the prompt" if prompt else "the training text"
     raise ChatFormatError(
         f"turn {number}, role {turn['role']!r}: {limit.template} does not render it, so"
-        " its content would be left out of the training text; write it under a role the"
+        f" its content would be left out of {text}; write it under a role the"
         " template renders (a tool's result as 'tool'), or drop the turn, found"
         f" {cut_to(repr(turn), 200)}"
     )
 
 
 def _refuse_reply_left_out(tokenizer: Any, turns: list[dict], limit: RowLimit, text: str) -> None:
-    """ChatFormatError naming the first assistant turn whose content the template leaves
-    out of `text` though it renders the turn: Hermes' and Llama 3.1's write no content in a
-    turn that calls tools (its marker is missing in the chat of the row's shape,
-    `probed_chat`), DeepSeek-R1's first template keeps only what follows `</think>` (a line
-    of the content is not in the text, whitespace and case aside). verl trains such a turn
-    without its text, silently: a distillation set lost all its reasoning. A content the
-    template changes but keeps (trimmed, capitalized, JSON- or HTML-escaped: `_written_forms`)
-    is in the text; a blank one loses nothing. Asked of a chat whose assistant turns train
-    (a messages row's), never of a prompt's. The turns of other roles are judged by
-    `refuse_unrendered_turns` alone."""
+    """ChatFormatError naming the first assistant turn whose content, or reasoning, the
+    template leaves out of `text` though it renders the turn: Hermes' and Llama 3.1's write
+    no content in a turn that calls tools (its marker is missing in the chat of the row's
+    shape, `probed_chat`), DeepSeek-R1's first template keeps only what follows `</think>`
+    (a line of the content is not in the text, whitespace and case aside), and every
+    template but Qwen3's (which renders it in the replies after the last user turn) ignores
+    `reasoning_content`. verl trains such a turn without it, silently: a distillation set
+    lost all its reasoning. A content the template changes but keeps (trimmed, capitalized,
+    JSON- or HTML-escaped: `_written_forms`) is in the text; a blank one loses nothing.
+    Asked of a chat whose assistant turns train (a messages row's), never of a prompt's.
+    The turns of other roles are judged by `refuse_unrendered_turns` alone."""
     replies = [
         index
         for index, turn in enumerate(turns)
         if turn["role"] == "assistant"
-        and isinstance(turn["content"], str)
-        and turn["content"].strip()
+        and ((isinstance(turn["content"], str) and turn["content"].strip()) or _has_reasoning(turn))
     ]
     if not replies:
         return
     probe = probed_chat(tokenizer, turns, limit)
     squeezed: str | None = None  # the text without its whitespace, lower case, once needed
     for index in replies:
+        if probe is not None and index in probe.reasoning_left_out:
+            _refuse_reasoning_left_out(tokenizer, turns, index, limit)
         content = turns[index]["content"]
+        if not isinstance(content, str) or not content.strip():
+            continue
         dropped = probe is not None and index in probe.left_out
         if not dropped and content.strip() in text:
             continue
         squeezed = squeezed if squeezed is not None else _squeezed(text)
         if not dropped and any(_squeezed(form) in squeezed for form in _written_forms(content)):
             continue
-        missing = next(
-            (line for line in content.splitlines() if _squeezed(line) not in squeezed), content
-        ).strip()
+        lines = content.strip().splitlines()
+        missing = [line for line in lines if _squeezed(line) not in squeezed]
+        whole = dropped or len(missing) in (0, len(lines))
+        quoted = cut_to(repr(content.strip() if whole else "\n".join(missing)), 120)
+        part = f"its content ({quoted})" if whole else f"its content in part ({quoted})"
         raise ChatFormatError(
             f"turn {index + 1}, role 'assistant': {limit.template} renders the turn but"
-            f" leaves out its content, or a part ({cut_to(repr(missing), 80)}), so it would"
-            " be trained without it (verl drops it silently); use a template that renders"
-            " it, or move what it drops into a key the template renders (reasoning into"
-            " 'reasoning_content' where it reads that; the text of a turn with tool_calls"
-            " into a turn of its own)"
+            f" leaves out {part}, so it would be trained without it (verl drops it"
+            f" silently); {_reply_advice(tokenizer, turns, index, limit)}"
         )
+
+
+def _reply_advice(tokenizer: Any, turns: list[dict], index: int, limit: RowLimit) -> str:
+    """What to do with assistant turn `index` whose content the template leaves out, true
+    of this template: moving reasoning into `reasoning_content` only where it renders that
+    key in this turn, a calling turn's text into a turn of its own only for a calling turn."""
+    turn = turns[index]
+    ways = ["use a template that renders it"]
+    if _renders_reasoning(tokenizer, turns, index, limit):
+        ways.append("move reasoning into 'reasoning_content', which this template renders")
+    if _makes_calls(turn):
+        ways.append("move the text of a turn with tool_calls into a turn of its own")
+    return ", or ".join(ways)
+
+
+def _renders_reasoning(tokenizer: Any, turns: list[dict], index: int, limit: RowLimit) -> bool:
+    """Whether the template renders a `reasoning_content` in turn `index` of `turns`."""
+    turn = {**turns[index], "reasoning_content": "reasoning"}
+    probe = probed_chat(tokenizer, [*turns[:index], turn, *turns[index + 1 :]], limit)
+    return probe is not None and index not in probe.reasoning_left_out
+
+
+def _refuse_reasoning_left_out(
+    tokenizer: Any, turns: list[dict], index: int, limit: RowLimit
+) -> None:
+    """The ChatFormatError for trained assistant turn `index` whose `reasoning_content` the
+    template does not render, with the form of the turn that keeps it where the template
+    has one: the reasoning in the content before the answer, as DeepSeek-R1 writes it,
+    where the template keeps that (`_keeps_reasoning_in_content`)."""
+    turn = turns[index]
+    last = max(i for i, each in enumerate(turns) if each.get("role") == "assistant")
+    if last != index and _renders_reasoning(tokenizer, turns, last, limit):
+        advice = (
+            "this template renders reasoning only in the replies after the last user turn"
+            " (earlier ones are served without it): drop the key from earlier replies, or"
+            " make one row per reply, its reasoning in the last turn"
+        )
+    elif _keeps_reasoning_in_content(tokenizer, turns, index, limit):
+        advice = (
+            "write it into the content as '<think>\\n...\\n</think>\\n\\n' before the answer,"
+            " which this template keeps, or drop the key to train the reply without it"
+        )
+    else:
+        advice = (
+            "use a template that renders it (Qwen3's renders it in the replies after the last"
+            " user turn), or drop the key to train the reply without it"
+        )
+    raise ChatFormatError(
+        f"turn {index + 1}, role 'assistant': {limit.template} renders the turn but leaves"
+        f" out its reasoning_content ({cut_to(repr(turn['reasoning_content']), 80)}), so it"
+        f" would be trained without it (verl drops it silently); {advice}"
+    )
+
+
+def _keeps_reasoning_in_content(
+    tokenizer: Any, turns: list[dict], index: int, limit: RowLimit
+) -> bool:
+    """Whether the template keeps reasoning written into turn `index`'s content as
+    `<think>...</think>` before the answer (its `reasoning_content` key dropped)."""
+    turn = {key: value for key, value in turns[index].items() if key != "reasoning_content"}
+    marker = _REASONING_MARKER.format("x", "x")
+    turn["content"] = f"<think>\n{marker}\n</think>\n\n{turn['content'] or ''}"
+    chat = [*turns[:index], turn, *turns[index + 1 :]]
+    try:
+        text = chat_ids(tokenizer, chat, replace(limit, truncated=True))["text"]
+    except ChatFormatError:
+        return False
+    return marker in text.lower()
 
 
 def _written_forms(content: str) -> tuple[str, ...]:
@@ -958,6 +1083,9 @@ def _written_forms(content: str) -> tuple[str, ...]:
 # slicing 5 characters showed turns 0 to 9 and hid the rest, where the number was the code.
 _PROBE_END = "zq{}qz"
 _PROBE_MARKER = f"{_PROBE_END}_mfsdp_turn_probe_7f3a9c_{_PROBE_END}"
+# A probe turn's `reasoning_content`, marked as its content is, with ends of its own
+_REASONING_END = "zr{}rz"
+_REASONING_MARKER = f"{_REASONING_END}_mfsdp_reasoning_probe_{_REASONING_END}"
 _CODE_LETTERS = "abcdefghijklmnoprstuvwxy"
 # A probe call's name and arguments, numbered over the chat's calls as the turns are
 _CALL_NAME = "zn{}nz"
@@ -970,11 +1098,12 @@ _SHAPES_KEPT = 4096
 @dataclass(frozen=True)
 class Probe:
     """What a chat template leaves out of a chat of some shape (`probed_chat`): the indexes
-    of the turns whose content is not in the text, and of those with a call whose name or
-    arguments are not."""
+    of the turns whose content is not in the text, of those with a call whose name or
+    arguments are not, and of those whose `reasoning_content` is not."""
 
     left_out: tuple[int, ...]
     calls_left_out: tuple[int, ...]
+    reasoning_left_out: tuple[int, ...] = ()
 
 
 # Each tokenizer's `probed_chat` answers, by (chat template, shape of the chat)
@@ -995,7 +1124,8 @@ def probed_chat(
 ) -> Probe | None:
     """What `tokenizer`'s chat template leaves out of a chat of the shape of `turns`: the
     turns, each its role and keys, their contents replaced by numbered markers and each
-    tool call's name and arguments by others (`_probe_call`), rendered once; a turn neither
+    tool call's name and arguments by others (`_probe_call`), their `reasoning_content` by
+    markers of its own, rendered once; a turn neither
     of whose marker's ends is in the text, case aside, is left out (`_PROBE_MARKER`: what a
     template does to a turn's text keeps one), and so are the calls of a turn one of whose
     call markers is missing. A null or empty content stays so (a turn holding none is never
@@ -1011,7 +1141,12 @@ def probed_chat(
     shape = (
         str(getattr(tokenizer, "chat_template", "")),
         tuple(
-            (turn["role"], _content_shape(turn["content"]), _calls_shape(turn.get("tool_calls")))
+            (
+                turn["role"],
+                _content_shape(turn["content"]),
+                _calls_shape(turn.get("tool_calls")),
+                _has_reasoning(turn),
+            )
             for turn in turns
         ),
         add_generation_prompt,
@@ -1027,6 +1162,8 @@ def probed_chat(
         probed = dict(turn)
         if marked[index]:
             probed["content"] = _PROBE_MARKER.format(codes[index], codes[index])
+        if _has_reasoning(turn):
+            probed["reasoning_content"] = _REASONING_MARKER.format(codes[index], codes[index])
         if _makes_calls(turn):
             calls = [
                 _probe_call(call, len(call_markers) + at)
@@ -1049,12 +1186,24 @@ def probed_chat(
                 if marked[index] and _PROBE_END.format(code) not in text
             ),
             tuple(sorted({index for index, marker in call_markers if marker not in text})),
+            tuple(
+                index
+                for index, code in enumerate(codes)
+                if _has_reasoning(turns[index]) and _REASONING_END.format(code) not in text
+            ),
         )
     except ChatFormatError:
         answer = None
     if len(answers) < _SHAPES_KEPT:
         answers[shape] = answer
     return answer
+
+
+def _has_reasoning(turn: dict) -> bool:
+    """Whether `turn` has reasoning in `reasoning_content` (text that is not blank), which
+    the probe marks as it marks the content."""
+    reasoning = turn.get("reasoning_content")
+    return isinstance(reasoning, str) and bool(reasoning.strip())
 
 
 def _turn_codes(count: int) -> list[str]:
@@ -1081,7 +1230,8 @@ def _content_shape(content: Any) -> bool | None:
 
 def _calls_shape(calls: Any) -> tuple:
     """The layout of a turn's tool calls that a template's branches read: each call's keys,
-    its function's, and its arguments' type and emptiness (no values)."""
+    its function's, and its arguments' type and emptiness (no values), JSON text of an
+    object (served parsed) told from other text."""
     if holds_nothing(calls):
         return ()
     if not _is_call_list(calls):  # refused by `checked_turns`; the template decides here
@@ -1090,7 +1240,8 @@ def _calls_shape(calls: Any) -> tuple:
     for call in calls:
         inner = _function_of(call)
         arguments = inner.get("arguments")
-        shape.append((tuple(call), tuple(inner), type(arguments).__name__, bool(arguments)))
+        kind = "json object" if parsed_object(arguments) is not None else type(arguments).__name__
+        shape.append((tuple(call), tuple(inner), kind, bool(arguments)))
     return tuple(shape)
 
 
@@ -1108,7 +1259,10 @@ def _probe_call(call: dict, number: int) -> tuple[dict, tuple[str, ...]]:
         marker = _CALL_ARGUMENT.format(number)
         markers.append(marker)
         probed = {marker: marker}
-        inner["arguments"] = probed if isinstance(arguments, dict) else json.dumps(probed)
+        if isinstance(arguments, dict):
+            inner["arguments"] = probed
+        else:  # JSON text of an object is served parsed (`with_parsed_arguments`); other text not
+            inner["arguments"] = json.dumps(probed) if parsed_object(arguments) else marker
     probed_call = {**call, "function": inner} if isinstance(function, dict) else inner
     return probed_call, tuple(markers)
 

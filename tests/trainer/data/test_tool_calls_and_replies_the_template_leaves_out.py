@@ -119,7 +119,9 @@ def test_reasoning_the_template_cuts_off_is_refused(tmp_path):
         sft_rows(r1, tmp_path / "r1.jsonl", [[{"role": "user", "content": "2+3?"}, reply]])
     line = str(err.value)
     assert "r1.jsonl:1: turn 2, role 'assistant'" in line and "leaves out its content" in line
-    assert "reasoning_content" in line  # the fix: where a template renders reasoning
+    # its advice is true of this template, which renders no reasoning_content either
+    assert "reasoning_content" not in line and "use a template that renders it" in line
+    assert "'<think>\\n2 plus 3 is 5.\\n</think>'" in line  # all it drops, not '<think>'
     plain = {"role": "assistant", "content": "It is 5."}
     (example,) = sft_rows(r1, tmp_path / "ok.jsonl", [[{"role": "user", "content": "2+3?"}, plain]])
     assert "It is 5." in trained_text(r1, example)
