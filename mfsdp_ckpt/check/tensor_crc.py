@@ -1,5 +1,5 @@
 """The CRC check of a tensor's stored bytes, for the reads that pass each of them through
-memory (validate --deep, export --verify).
+memory (validate --deep, export-hf and its --verify).
 
 torch.save writes a CRC for every record, so a verl, Megatron-LM or torchtitan save carries
 one for each tensor even with no manifest, and then it is the only evidence that the bytes
@@ -69,22 +69,28 @@ class CrcCheckedReader(CheckpointReader):
     each caller is checked without knowing of it. A chunk of raw bytes is read straight
     into its tensor's memory a window at a time, each window added to its CRC as it lands
     (read once, never decoded by torch, which checks no CRC); any other blob is checked
-    through zipfile before it is decoded (`check_blob_crcs`). Memory is the chunk's, as
-    with a plain reader."""
+    through zipfile before it is decoded (`check_blob_crcs`) unless `decoded_too` is off
+    (the export's own conversions: that check reads the blob a second time). Memory is
+    the chunk's, as with a plain reader."""
+
+    decoded_too = True
 
     @classmethod
-    def over(cls, reader: CheckpointReader) -> CrcCheckedReader:
+    def over(cls, reader: CheckpointReader, *, decoded_too: bool = True) -> CrcCheckedReader:
         """`reader`'s tables, parsed once, shared (no reader changes them) under this
-        class's reads."""
+        class's reads; `decoded_too`: whether a blob torch decodes is checked too, at the
+        cost of a second read of it."""
         checked = cls.__new__(cls)
         vars(checked).update(vars(reader))
+        checked.decoded_too = decoded_too
         return checked
 
     def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
         payload = self.raw_payload(entry, chunk)
         where = f"{self.root / (chunk.file or '?')} [{entry.name}]"
         if payload is None or chunk.file is None:
-            check_blob_crcs(self, chunk, where)
+            if self.decoded_too:
+                check_blob_crcs(self, chunk, where)
             return super().read_chunk(entry, chunk)
         with tensor_memory(where, chunk.numel * entry.dtype.itemsize, "reading this chunk"):
             return self._read_raw(entry, chunk, chunk.file, PayloadCrc(payload, where))

@@ -2,7 +2,10 @@
 a bounded piece at a time through per-thread buffers; NaN/Inf are counted on the way. From a
 store with no file descriptors (a URL, through tensorstore) it is read a bounded piece at a
 time into the same buffers, copied or cast there and written, so its memory is the
-buffers' whatever the tensor's size.
+buffers' whatever the tensor's size. Each stored record's bytes are added to the CRC
+torch.save wrote for it as they pass through memory (`piece_crc`), and a record whose bytes
+fail it stops the export: torch.load checks none, and without a manifest that CRC is the
+only evidence the bytes are the ones saved.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
+from mfsdp_ckpt.check.tensor_crc import PayloadCrc
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.fused_tensors import ROW_PREFIX_TRANSFORMS
 from mfsdp_ckpt.convert.name_maps import MappedTensor
-from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
+from mfsdp_ckpt.format.finite import count_nonfinite, count_nonfinite_tensor, is_checked
 from mfsdp_ckpt.storage import tensorstore_store
 from mfsdp_ckpt.storage.byte_store import read_into
 from mfsdp_ckpt.storage.piece_reads import STREAM_PIECE_ELEMENTS, open_checked, pread_exact
+from mfsdp_ckpt.storage.reader import RawPayload
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
 if TYPE_CHECKING:
@@ -70,6 +75,7 @@ class PieceBuffers(threading.local):
     overflow = False
     source: torch.Tensor | None = None
     target: torch.Tensor | None = None
+    scanned: memoryview | None = None
 
     def get(self, source_bytes: int, target_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
@@ -80,13 +86,20 @@ class PieceBuffers(threading.local):
             self.target = torch.empty(target_bytes, dtype=torch.uint8)
         return self.source, self.target
 
+    def scan(self, nbytes: int) -> memoryview:
+        """The buffer bytes copied as stored are read into before the kernel copies them: a
+        bytearray, since such a copy needs no torch."""
+        if self.scanned is None or len(self.scanned) < nbytes:
+            self.scanned = memoryview(bytearray(nbytes))  # replaced, never resized
+        return self.scanned[:nbytes]
+
 
 class RawPiece(NamedTuple):
     """One stored chunk of an `is_streamable` tensor as raw bytes: its `file`, where its bytes
     start there (`offset`), its element count as stored (`stored`), and the `numel` of
     them that land in the output from element `start` on (fewer: padding dropped); with
     the CRC written for the stored bytes (None: none) and the record holding them, which
-    --verify checks as it rereads them."""
+    the export checks as it reads them (`piece_crc`), and --verify as it rereads them."""
 
     file: str
     offset: int
@@ -116,6 +129,19 @@ def raw_pieces(plan: ExportPlan, item: MappedTensor) -> list[RawPiece] | None:
         start = first_row * row
         pieces.append(RawPiece(chunk.file, payload.offset, chunk.numel, start, kept, *payload[1:]))
     return pieces
+
+
+def piece_crc(plan: ExportPlan, item: MappedTensor, piece: RawPiece) -> PayloadCrc:
+    """The CRC of `piece`'s stored bytes, to add them to as they are read, checked once all
+    are in; naming the file and the tensor's key as --verify and validate --deep do."""
+    where = f"{plan.source.reader.root / piece.file} [{plan.entry(item).name}]"
+    return PayloadCrc(RawPayload(piece.offset, piece.crc, piece.record), where)
+
+
+def read_elements(piece: RawPiece) -> int:
+    """The elements of `piece` read: all it stores where a CRC was written for them (the
+    rows dropped, vocabulary padding, are read for the CRC alone), else those written."""
+    return piece.numel if piece.crc is None else piece.stored
 
 
 def open_piece(plan: ExportPlan, item: MappedTensor, piece: RawPiece) -> int:
@@ -149,8 +175,7 @@ def stream_tensor(
                 done = index == len(pieces) - 1
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
-                    if not plan.allow_nonfinite:
-                        _check_finite_range(plan, item, fd, piece, stop)
+                    _scan_range(plan, item, fd, piece, buffers, stop)
                     writer.copy_range(
                         name, fd, piece.offset, piece.start * size, piece.numel * size, done=done
                     )
@@ -188,8 +213,8 @@ def _stream_from_store(
     store, entry = plan.source.reader.store, plan.entry(item)
     # no larger than the tensor's largest piece: a thread exporting small tensors keeps
     # small buffers
-    read_elements = max(1, tensorstore_store.READ_PIECE_BYTES // entry.dtype.itemsize)
-    elements = min(read_elements, max(piece.numel for piece in pieces))
+    read_size = max(1, tensorstore_store.READ_PIECE_BYTES // entry.dtype.itemsize)
+    elements = min(read_size, max(read_elements(piece) for piece in pieces))
     for index, piece in enumerate(pieces):
         _cast_range(
             partial(read_into, store, piece.file),
@@ -203,17 +228,35 @@ def _stream_from_store(
         )
 
 
-def _check_finite_range(
-    plan: ExportPlan, item: MappedTensor, fd: int, piece: RawPiece, stop: StopFlag
+def _scan_range(
+    plan: ExportPlan,
+    item: MappedTensor,
+    fd: int,
+    piece: RawPiece,
+    buffers: PieceBuffers,
+    stop: StopFlag,
 ) -> None:
-    """NonFiniteError when `piece`'s raw elements in `fd` hold NaN/Inf (counted on bytes read,
-    which the copy then finds in the page cache), STREAM_PIECE_ELEMENTS at a time, checking
-    `stop` between them: the scan of a tensor of many GiB takes seconds before its copy."""
-    dtype, found = plan.entry(item).dtype, 0
-    for first in range(0, piece.numel, STREAM_PIECE_ELEMENTS):
+    """Read `piece`'s raw bytes in `fd` once, STREAM_PIECE_ELEMENTS at a time, before the
+    kernel copies them (then from the page cache), checking `stop` between pieces (a
+    tensor of many GiB takes seconds): each is added to its record's CRC where one was
+    written, and its NaN/Inf counted unless allowed. A CRC failure, then NonFiniteError.
+    Nothing is read when neither is asked for (--allow-nonfinite, a CRC written as 0)."""
+    dtype, crc = plan.entry(item).dtype, piece_crc(plan, item, piece)
+    counted = not plan.allow_nonfinite and is_checked(dtype)
+    if not counted and piece.crc is None:
+        return
+    size, read, found = dtype.itemsize, read_elements(piece), 0
+    path = plan.source.reader.root / piece.file
+    for first in range(0, read, STREAM_PIECE_ELEMENTS):
         stop.check()
-        count = min(STREAM_PIECE_ELEMENTS, piece.numel - first)
-        found += count_nonfinite_in_file(fd, piece.offset + first * dtype.itemsize, count, dtype)
+        count = min(STREAM_PIECE_ELEMENTS, read - first)
+        raw = buffers.scan(count * size)
+        pread_exact(fd, raw, piece.offset + first * size, path=path)
+        crc.add(raw)
+        kept = min(count, piece.numel - first)
+        if counted and kept > 0:
+            found += count_nonfinite(raw[: kept * size], dtype)
+    crc.check()
     if found:
         raise nonfinite_error(plan, item, found, overflow=False)
 
@@ -243,20 +286,27 @@ def _cast_range(
     buffers: PieceBuffers,
 ) -> None:
     """Read `piece`'s raw elements, `piece_elements` at a time, with
-    `fill(buffer=..., offset=...)` (the offset in its file) and write them cast to the
-    output dtype in place (torch rounds as `.to()` does; the same dtype is written as
-    read); NonFiniteError on NaN/Inf unless allowed."""
+    `fill(buffer=..., offset=...)` (the offset in its file), add them to its record's CRC
+    and write them cast to the output dtype in place (torch rounds as `.to()` does; the
+    same dtype is written as read). A CRC failure, then NonFiniteError on NaN/Inf unless
+    allowed, once all are read: the work dir holding what was written is dropped."""
     import torch
 
-    dtype, name = plan.entry(item).dtype, item.targets[0]
+    dtype, name, crc = plan.entry(item).dtype, item.targets[0], piece_crc(plan, item, piece)
     out_dtype, offset, numel, start = plan.dtypes[name], piece.offset, piece.numel, piece.start
     cast_bytes = 0 if out_dtype == dtype else piece_elements * out_dtype.itemsize
     source, target = buffers.get(piece_elements * dtype.itemsize, cast_bytes)
     buffers.nonfinite, buffers.overflow = 0, True
-    for first in range(0, numel, piece_elements):
-        count = min(piece_elements, numel - first)
+    read = read_elements(piece)
+    for first in range(0, read, piece_elements):
+        count = min(piece_elements, read - first)
         raw = source[: count * dtype.itemsize]
         fill(buffer=raw.numpy().data, offset=offset + first * dtype.itemsize)
+        crc.add(raw.numpy().data)
+        count = min(count, numel - first)  # the rows dropped are read for the CRC alone
+        if count <= 0:
+            continue
+        raw = raw[: count * dtype.itemsize]
         cast = raw.view(dtype.torch)
         if out_dtype != dtype:
             cast = target[: count * out_dtype.itemsize].view(out_dtype.torch).copy_(cast)
@@ -272,5 +322,6 @@ def _cast_range(
             (start + first) * out_dtype.itemsize,
             last,
         )
+    crc.check()
     if not plan.allow_nonfinite and buffers.nonfinite:
         raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)

@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.tensor_crc import CrcCheckedReader
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_options import ExportOptions
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
 from mfsdp_ckpt.convert.export_prepare import PreparedSource
 from mfsdp_ckpt.convert.export_scheduler import StopFlag, run_tasks
 from mfsdp_ckpt.convert.export_source import (
+    ExportSource,
     JsonConfig,
     load_copied_config,
     refuse_family_without_table,
@@ -132,11 +134,21 @@ def write_planned(prepared: PreparedSource, tmp: Path, options: ExportOptions) -
     return WrittenExport(plan, writer, vocab_notes, convert_seconds)
 
 
+def reading_checked(source: ExportSource) -> ExportSource:
+    """`source` read through a `CrcCheckedReader` for an export's own reads: a tensor
+    converted whole (a fused QKV or gate/up split, stacked experts, a LoRA adapter or
+    merge) has each raw record read once into memory and checked against the CRC
+    torch.save wrote for it as it lands, as a streamed one is (`export_stream`); a blob
+    torch decodes is not checked (that would read it twice; --verify does)."""
+    return replace(source, reader=CrcCheckedReader.over(source.reader, decoded_too=False))
+
+
 def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> ExportPlan:
     """The export's plan, with a merged LoRA's scale set (its alpha recorded or given, never
     guessed), checked to be backed by the checkpoint's bytes before the writer checks there
-    is room for them. --lora-alpha with no adapter to merge is refused (exit 2)."""
-    source = prepared.source
+    is room for them. --lora-alpha with no adapter to merge is refused (exit 2). Its
+    tensors are read `reading_checked`."""
+    source = reading_checked(prepared.source)
     refuse_family_without_table(
         source, tmp / HF_CONFIG_FILE, options.layout_name, options.hf_config
     )

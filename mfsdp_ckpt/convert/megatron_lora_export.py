@@ -32,7 +32,7 @@ from mfsdp_ckpt.convert.export_source import (
     resolve_source,
 )
 from mfsdp_ckpt.convert.export_verify import checking_crcs
-from mfsdp_ckpt.convert.export_write import write_assets
+from mfsdp_ckpt.convert.export_write import reading_checked, write_assets
 from mfsdp_ckpt.convert.fused_tensors import Geometry
 from mfsdp_ckpt.convert.lora_merge import write_merged
 from mfsdp_ckpt.convert.mapping_errors import MappingError
@@ -89,8 +89,8 @@ def export_megatron_adapter(
     hold an adapter: a checkpoint without one is said to be that first, not blamed on a flag.
     A config of a family with no mcore name table is refused from its model_type before
     transformers builds it (`refuse_family_without_table`), as the plain export does.
-    With `verify` and no manifest, each adapter record is checked against the CRC
-    torch.save wrote for it as it is read (`checking_crcs`)."""
+    Each adapter record read raw is checked against the CRC torch.save wrote for it as it
+    is read (`reading_checked`); with `verify` and no manifest, every one (`checking_crcs`)."""
     started = time.monotonic()
     out = Path(out_dir)
     source = resolve_source(str(ckpt), io, role)
@@ -121,7 +121,7 @@ def export_megatron_adapter(
         lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # holds_adapters said so, and plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
-        read = checking_crcs(source) if verify else source
+        read = checking_crcs(source) if verify else reading_checked(source)
         result = _write_adapter(
             lora, read, config, geometry, tmp, dtype, verify, progress, allow_nonfinite
         )
@@ -249,8 +249,9 @@ def merge_onto_base(
     not is named. Adapters on multi-token prediction layers are refused, or left out with
     `drop_mtp`. A tensor written holding NaN/Inf is refused unless `allow_nonfinite`
     (`write_merged`). A config of a family with no mcore name table is refused before
-    transformers builds it (`refuse_family_without_table`). With `verify` and no manifest,
-    each adapter record is checked against its CRC as it is read (`checking_crcs`)."""
+    transformers builds it (`refuse_family_without_table`). Each adapter record read raw is
+    checked against its CRC as it is read (`reading_checked`); with `verify` and no
+    manifest, every one (`checking_crcs`)."""
     started = time.monotonic()
     given = Path(hf_config)
     root = given if given.is_dir() else given.parent
@@ -271,7 +272,7 @@ def merge_onto_base(
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
         base = SafetensorsSource(root)
         _check_base_fits(lora, source.reader, geometry, root, base.tensors)
-        reader = checking_crcs(source).reader if verify else source.reader
+        reader = (checking_crcs(source) if verify else reading_checked(source)).reader
         deltas = {
             weight: functools.partial(lora.delta, reader, weight, geometry)
             for weight in lora.targets

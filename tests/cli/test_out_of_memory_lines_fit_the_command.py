@@ -44,14 +44,13 @@ def test_a_full_disk_inside_an_output_claim_still_names_out(tmp_path):
 
 
 def test_export_out_of_memory_gives_conversion_advice_and_no_path(tmp_path, monkeypatch):
-    """The allocation fails inside the export's output claim (the NaN/Inf scan's map)."""
+    """The allocation fails inside the export's output claim (the NaN/Inf count of the bytes
+    read before they are copied)."""
     model = tiny_causal_lm("llama", vocab=64)
     ckpt = save_dcp({"model": model.state_dict()}, tmp_path / "dist_ckpt")
     model.config.save_pretrained(tmp_path / "huggingface")
     out = tmp_path / "hf"
-    monkeypatch.setattr(
-        "mfsdp_ckpt.convert.export_stream.count_nonfinite_in_file", _raise(errno.ENOMEM)
-    )
+    monkeypatch.setattr("mfsdp_ckpt.convert.export_stream.count_nonfinite", _raise(errno.ENOMEM))
     code, _stdout, err = run_cli("ckpt", "export-hf", ckpt, "--out", out)
     assert code == 1, err
     line = one_error(err, "out of memory", "largest tensor", "ulimit -v")

@@ -89,10 +89,12 @@ FAULTS: tuple[Fault, ...] = (
             "export-hf": Expect(
                 0,
                 wrote_nothing=False,
-                note="plain export does not hash: the files hold the optimizer's "
-                "bytes too, so hashing would triple its reads; `export-hf --verify`, "
-                "`validate --deep` and resume catch it (without a manifest, `validate "
-                "--deep` and `--verify` by the CRC torch.save wrote for each tensor record)",
+                note="plain export does not hash the files, which hold the optimizer's "
+                "bytes too (hashing would triple its reads): it checks the CRC torch.save "
+                "wrote for each model tensor record it reads, so a byte changed outside "
+                "those passes; `export-hf --verify`, `validate --deep` and resume catch it "
+                "(without a manifest, `validate --deep` and `--verify` by the CRC torch.save "
+                "wrote for each tensor record)",
             ),
             "resume": Expect(REFUSED, "xxh3_128"),
         },

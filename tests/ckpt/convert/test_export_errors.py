@@ -211,8 +211,9 @@ def test_disk_full_exits_1_and_leaves_nothing(run_dir, tmp_path, monkeypatch):
 
 
 def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):
-    """A flipped byte in tensor data reads back as itself, so only the manifest's digest can
-    tell: --verify hashes the checkpoint's files and refuses, leaving nothing behind."""
+    """A flipped byte in tensor data reads back as itself: the CRC torch.save wrote for its
+    record tells, as the export reads it (before --verify's hash of the files would), and
+    the export refuses, leaving nothing behind."""
     copy, dist_ckpt = _copy_run(run_dir, tmp_path)
     victim = max(dist_ckpt.glob("*.distcp"), key=lambda p: p.stat().st_size)
     data = bytearray(victim.read_bytes())
@@ -220,7 +221,7 @@ def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):
     victim.write_bytes(bytes(data))
     (tmp_path / "out").mkdir()
     result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--verify")
-    _assert_clean_failure(result, 1, victim.name, "xxh3_128", out_parent=tmp_path / "out")
+    _assert_clean_failure(result, 1, victim.name, "fails its CRC", out_parent=tmp_path / "out")
 
 
 def _with_config(step: Path, edit: Callable[[dict], str]) -> Path:
