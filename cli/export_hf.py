@@ -43,7 +43,9 @@ _UNITS = ("KB", "MB", "GB", "TB")
     default="auto",
     show_default=True,
     help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
-    "the checkpoint's own (fp32 main params). torch's names (bfloat16, float16, float32) work too.",
+    "the stored weights' own (fp32 main params in mfsdp's checkpoints; a bf16 Megatron run "
+    "stores bf16 weights, its fp32 main weights are optimizer state, which is not exported). "
+    "torch's names (bfloat16, float16, float32) work too.",
 )
 @click.option(
     "--max-shard-size",

@@ -38,7 +38,7 @@ from mfsdp_ckpt.check.storage_checks import (
     check_storage_entries,
 )
 from mfsdp_ckpt.convert import tied_head
-from mfsdp_ckpt.format import layout, optimizer_states, state_keys
+from mfsdp_ckpt.format import layout, megatron_flat_optimizer, optimizer_states, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.finite import PIECE_ELEMENTS
 from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
@@ -125,7 +125,9 @@ class _OptimizerRecord:
     Muon's `ns_steps` (its momentum_buffer is then Muon's, not SGD's); `saved`, a record
     saying the optimizer state was saved with the step (verl's ckpt_contents.json,
     Megatron-LM's args: `optimizer_saved`), read only when no state is held and neither the
-    manifest nor `param_to_group_meta` names the parameters."""
+    manifest nor `param_to_group_meta` names the parameters; `flat`, Megatron's optimizer
+    state in a form that is not per parameter (`megatron_flat_optimizer`), when the
+    checkpoint holds it."""
 
     tied: bool | None = None
     every: bool = False
@@ -134,6 +136,7 @@ class _OptimizerRecord:
     recorded: Callable[[], RecordedOptimizer | None] = lambda: None
     saved: Callable[[], SavedOptimizer | None] = lambda: None
     muon: bool = False
+    flat: megatron_flat_optimizer.FlatOptimizerState | None = None
 
     def optimized(self, name: str) -> bool:
         """Whether the record names parameter `name` (a module path) as stepped, so that
@@ -185,6 +188,7 @@ def optimizer_record(
     ):
         return _OptimizerRecord(tied, every=True)
     stems = _group_meta_stems(keys, roots)
+    flat = megatron_flat_optimizer.flat_optimizer_state(keys)
     settings = [key for key in keys if roots.under_optimizer(key)]
     muon = any(key.endswith(_MUON_SETTING) for key in settings)
 
@@ -199,6 +203,7 @@ def optimizer_record(
             recorded=recorded,
             muon=muon,
             saved=functools.partial(recorded_optimizer_save, paths, reader),
+            flat=flat,
         )
     return _OptimizerRecord(
         tied,
@@ -206,6 +211,7 @@ def optimizer_record(
         optimizer=lambda: megatron_optimizer(paths, reader),
         recorded=recorded,
         muon=muon,
+        flat=flat,
     )
 
 
@@ -312,6 +318,9 @@ def check_optimizer(
     params, found, unmatched = pairs.params, pairs.found, pairs.unmatched
     held = pairs.held
     if not held:
+        if record.flat is not None:
+            _report_flat_state(record.flat, report)
+            return
         _report_no_state(params, tensors, record, report)
         return
     kind = _recognised(pairs, tensors, lambda: _record_says_muon(record))
@@ -598,6 +607,28 @@ def _step_problem(pieces: Iterator[torch.Tensor]) -> str | None:
             shown = int(value) if value == int(value) else value
             return f"step count {shown} (an optimizer counts whole steps from 0)"
     return None
+
+
+def _report_flat_state(
+    flat: megatron_flat_optimizer.FlatOptimizerState, report: ValidationReport
+) -> None:
+    """Megatron's optimizer state held in a flat form (dp_reshardable buffers, a
+    dp_zero_gather_scatter object): present, so the report says so and which optimizer's
+    it is where its buffers' names tell; one warning that it is not per parameter, so
+    nothing here checks it against the parameters (which element is whose lies in the
+    run's grad-buffer layout, not in the checkpoint)."""
+    kind = optimizer_states.identify(flat.states) if flat.states else None
+    form = f"Megatron {flat.form}, not per parameter"
+    name = f"{kind.name} ({form})" if kind is not None else f"({form})"
+    report.has_optimizer_state = True
+    report.optimizer_kind = optimizer_states.HeldStates(name, flat.states)
+    report.add(
+        WARNING,
+        f"[{flat.first}]",
+        f"{flat.describe()}: which parameter each element belongs to is not in the"
+        " checkpoint, so it is not checked against the parameters; Megatron-LM's inspector"
+        f" leaves it unconverted ({megatron_flat_optimizer.RESAVE})",
+    )
 
 
 def _report_no_state(

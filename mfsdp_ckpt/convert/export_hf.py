@@ -327,6 +327,7 @@ def _export_notes(
     notes += prepared.assets.left_out_note(prepared.asset_location)
     notes += plan.dropped_padding_notes()
     notes += plan.buffer_notes()
+    notes += plan.optimizer_notes()
     notes += plan.cast_notes()
     notes += plan.lora.notes if plan.lora is not None else []
     if prepared.tokenizer_note is not None:

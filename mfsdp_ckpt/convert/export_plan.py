@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert import stored_buffers, tied_head
+from mfsdp_ckpt.convert import stored_buffers, tied_head, unexported_optimizer_state
 from mfsdp_ckpt.convert.config_behaviour import sliding_window
 from mfsdp_ckpt.convert.export_errors import (
     ExportError,
@@ -105,10 +105,19 @@ class ExportPlan:
     mtp: MtpLayers | None = None  # multi-token prediction layers left out (--drop-mtp)
     cast_from_config: bool = False  # --dtype auto took config.json's dtype, not the stored
     buffers: list[str] = field(default_factory=list)  # stored keys of buffers left out
+    # the lines `unexported_optimizer_state` writes: flat optimizer buffers left out, and
+    # fp32 main weights not used for an fp32 export of half-precision weights
+    flat_optimizer_note: str | None = None
+    main_params_note: str | None = None
 
     def buffer_notes(self) -> list[str]:
         """The line saying stored buffers loading ignores (`stored_buffers`) were left out."""
         return [stored_buffers.left_out_note(self.buffers)] if self.buffers else []
+
+    def optimizer_notes(self) -> list[str]:
+        """The line saying Megatron's flat optimizer buffers filed among the model's
+        tensors were left out, not exported as weights."""
+        return [self.flat_optimizer_note] if self.flat_optimizer_note else []
 
     def merges(self, item: MappedTensor) -> bool:
         """Whether a LoRA delta is added to one of this item's weights."""
@@ -124,9 +133,11 @@ class ExportPlan:
     def cast_notes(self) -> list[str]:
         """A line when `--dtype auto` wrote config.json's dtype over weights stored in
         another: an import followed by an export is then not bit-exact, and only the
-        summary's dtype said so."""
+        summary's dtype said so; and a line when fp32 was written from half-precision
+        weights while the optimizer state holds fp32 main weights."""
+        main = [self.main_params_note] if self.main_params_note else []
         if not self.cast_from_config:
-            return []
+            return main
         stored = sorted(
             {
                 self.entry(item).dtype.name
@@ -135,9 +146,9 @@ class ExportPlan:
             }
         )
         if not stored:
-            return []
+            return main
         keep = short_dtype_name(stored[0])
-        return [
+        return main + [
             f"--dtype auto wrote {self.dtype.name}, config.json's dtype, over weights stored"
             f" as {', '.join(stored)}"
             + (
@@ -315,6 +326,12 @@ def plan_export(
         mtp=mtp,
         cast_from_config=cast_from_config,
         buffers=buffers,
+        flat_optimizer_note=unexported_optimizer_state.flat_buffers_note(list(reader.tensors)),
+        main_params_note=unexported_optimizer_state.main_params_note(
+            {key: entry.dtype for key, entry in reader.tensors.items()},
+            out_dtype,
+            [reader.tensors[key].dtype for key in stored.values()],
+        ),
     )
 
 

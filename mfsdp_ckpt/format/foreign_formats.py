@@ -20,7 +20,7 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.errors import MfsdpError
-from mfsdp_ckpt.format import deepspeed, hf_trainer, verl_fsdp
+from mfsdp_ckpt.format import deepspeed, hf_trainer, megatron_flat_optimizer, verl_fsdp
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
     DIST_CKPT_DIR,
@@ -155,7 +155,11 @@ def _torch_dist_converter(dcp: Path) -> str:
     write that file first from the entry (megatron-core's `load_common_state_dict`). Either
     way the inspector is run letting torch load `common.pt` whole: it holds the run's args
     (a `functools.partial` among them), which torch's weights-only load refuses, so the same
-    command is given before and after that file is written."""
+    command is given before and after that file is written. The inspector converts only
+    per-parameter optimizer state (`fully_reshardable`): a save whose `.metadata` names
+    Megatron-LM's default dp_reshardable buffers (or dp_zero_gather_scatter's object) gets
+    a clause saying that state stays unconverted and how to keep it per parameter
+    (`megatron_flat_optimizer.refusal_note`)."""
     local_dir = dcp.parent
     if dcp.name == DIST_CKPT_DIR and is_dir(local_dir / HF_ASSETS_DIR):
         return (
@@ -167,10 +171,11 @@ def _torch_dist_converter(dcp: Path) -> str:
         "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 torchrun tools/checkpoint/checkpoint_inspector.py"
         f" convert-torch-dist-to-fsdp-dtensor {dcp} OUT"
     )
+    kept = megatron_flat_optimizer.refusal_note(dcp)
     if is_file(dcp / LEGACY_COMMON_FILE):
         return (
             f"Megatron-LM's `{convert}` (with --swiglu for a SwiGLU MLP) rewrites it as"
-            " --ckpt-format fsdp_dtensor, which mfsdp reads"
+            f" --ckpt-format fsdp_dtensor, which mfsdp reads{kept}"
         )
     return (
         f"Megatron-LM's checkpoint_inspector.py converts it once it holds {LEGACY_COMMON_FILE}"
@@ -178,7 +183,7 @@ def _torch_dist_converter(dcp: Path) -> str:
         ' "import torch; from megatron.core.dist_checkpointing import load_common_state_dict'
         f" as c; torch.save(c('{dcp}'), '{dcp / LEGACY_COMMON_FILE}')\"`, then"
         f" `{convert}` (with --swiglu for a SwiGLU MLP)"
-        " rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads"
+        f" rewrites it as --ckpt-format fsdp_dtensor, which mfsdp reads{kept}"
     )
 
 

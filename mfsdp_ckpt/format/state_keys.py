@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format import megatron_flat_optimizer
 
 MODEL_KEY_PREFIX = "model."  # the entry mfsdp itself writes
 EXTRA_KEY_PREFIX = "extra."
@@ -139,8 +140,14 @@ class StateRoots:
         return parent + entry if dot and parent + entry in self._entries else None
 
     def is_weight(self, key: str) -> bool:
-        """A key under a model entry that holds a weight (not TE's `_extra_state`)."""
-        return self.entry_of(key) is not None and not key.endswith(NOT_WEIGHT_SUFFIXES)
+        """A key under a model entry that holds a weight: not TE's `_extra_state`, nor a
+        Megatron dp_reshardable optimizer buffer that Megatron-LM's inspector files under
+        the model entry (`megatron_flat_optimizer`)."""
+        return (
+            self.entry_of(key) is not None
+            and not key.endswith(NOT_WEIGHT_SUFFIXES)
+            and not megatron_flat_optimizer.is_flat_bucket(key)
+        )
 
     def weight_keys(self, keys: Iterable[str]) -> list[str]:
         """The stored keys that are model weights, in the order given."""
