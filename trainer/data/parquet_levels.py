@@ -10,7 +10,11 @@ category after the rows using them are filtered out). Decoding the chunk through
 decodes that dictionary, group by group; here the reading starts at the chunk's first data
 page, past its dictionary, and each data page's levels are read up to the first cell set.
 A page this reader does not know (a codec, an encoding, a header it cannot parse) leaves
-the answer to the caller (None), who reads the cells."""
+the answer to the caller (None), who reads the cells; so does a header a reader of i32
+fields reads otherwise (parquet-cpp's thrift keeps a longer integer's low 32 bits), a page
+claiming more cells or bytes than its chunk holds, levels longer than `_LEVELS_READ` or a
+chunk of more than `_PAGES` pages: what this reader holds and walks is bounded whatever the
+headers claim, and the pages past that are pyarrow's to read, as train reads them."""
 
 from __future__ import annotations
 
@@ -25,9 +29,25 @@ _RLE = 3
 _CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "BROTLI": "brotli"}
 _CODECS["LZ4_RAW"] = "lz4_raw"
 
+# the codecs of blocks, whose page is undone whole; arrow undoes the others as a stream
+_WHOLE = ("snappy", "lz4_raw")
+
 # the bytes of a page header read at once: thrift headers of data pages are tens of bytes,
 # more with statistics, which hold a value twice at most (longer ones are a page to read)
 _HEADER_BYTES = 1 << 10
+
+# the most bytes of a page's definition levels read (bit-packed, a bit a cell: 2**23 cells),
+# and of a page decoded whole (a codec of blocks, snappy's or LZ4's, undoes a page at once):
+# a page's levels past them are pyarrow's to read
+_LEVELS_READ = 1 << 20
+_DECODED_BYTES = 1 << 22
+
+# the most pages of a chunk walked: this reader walks them in Python, and pyarrow reads a
+# chunk of many small pages more cheaply
+_PAGES = 1 << 10
+
+# the largest value of a thrift i32 field: parquet's counts and sizes
+_I32 = (1 << 31) - 1
 
 
 def chunk_sets_a_cell(fd: int, chunk: Any, max_level: int, page_limit: int) -> bool | None:
@@ -35,8 +55,9 @@ def chunk_sets_a_cell(fd: int, chunk: Any, max_level: int, page_limit: int) -> b
     in the parquet file open as `fd`, is set (not null), from its pages' definition levels
     (`max_level`, the column's greatest: 0 sets every cell); None where its pages cannot be
     read so. A data page larger than `page_limit` bytes a cell, stored or uncompressed, is
-    one nulls could not fill: a cell is set, the page unread. Reads nothing past the chunk,
-    and no page after the first setting a cell."""
+    one nulls could not fill: a cell is set, the page unread. Reads nothing past the chunk
+    or the file, no page after the first setting a cell, and no more than a page's levels
+    (`_page_levels`)."""
     if max_level == 0:
         return chunk.num_values > 0
     if max_level != 1:
@@ -44,9 +65,11 @@ def chunk_sets_a_cell(fd: int, chunk: Any, max_level: int, page_limit: int) -> b
     codec = _codec(chunk.compression)
     at = chunk.data_page_offset  # past a dictionary page, read by no one here
     start = min(at, chunk.dictionary_page_offset or at)
-    end = start + chunk.total_compressed_size
+    end = min(start + chunk.total_compressed_size, os.fstat(fd).st_size)
     seen = 0
-    while seen < chunk.num_values:
+    for _ in range(_PAGES):
+        if seen >= chunk.num_values:
+            return False
         if at >= end:
             return None
         header = _read_header(fd, at, end)
@@ -62,11 +85,13 @@ def chunk_sets_a_cell(fd: int, chunk: Any, max_level: int, page_limit: int) -> b
         if kind not in (_DATA_PAGE, _DATA_PAGE_V2) or page is None:
             return None
         values = page.get(1)
-        if not isinstance(values, int) or values < 0:
+        if not isinstance(values, int) or not 0 <= values <= chunk.num_values - seen:
+            return None
+        if size > chunk.total_uncompressed_size:
             return None
         if max(size, stored) > page_limit * (values + 1):
             return True
-        levels = _page_levels(os.pread(fd, stored, at), kind, page, codec, size)
+        levels = _page_levels(fd, at, stored, kind, page, codec, size)
         if levels is None:
             return None
         set_ = _levels_set(levels, values)
@@ -74,7 +99,7 @@ def chunk_sets_a_cell(fd: int, chunk: Any, max_level: int, page_limit: int) -> b
             return set_
         seen += values
         at += stored
-    return False
+    return None if seen < chunk.num_values else False
 
 
 def _codec(name: str) -> Any:
@@ -88,23 +113,47 @@ def _codec(name: str) -> Any:
 
 
 def _page_levels(
-    stored: bytes, kind: int, page: dict[int, Any], codec: Any, size: int
+    fd: int, at: int, stored: int, kind: int, page: dict[int, Any], codec: Any, size: int
 ) -> bytes | None:
-    """The RLE-encoded definition levels of a data page of type `kind` stored as `stored`,
-    its header's fields `page`, compressed by `codec` to `size` bytes; None where this
-    reader does not know them."""
+    """The RLE-encoded definition levels of a data page of type `kind` stored as `stored`
+    bytes at `at` of the file open as `fd`, its header's fields `page`, compressed by `codec`
+    to `size` bytes; None where this reader does not know them or they are longer than
+    `_LEVELS_READ`. Reads and decodes the page's first bytes alone where its codec allows."""
     if kind == _DATA_PAGE_V2:
         levels, repeats = page.get(5), page.get(6, 0)
-        if not isinstance(levels, int) or repeats != 0 or levels > len(stored):
+        if not isinstance(levels, int) or repeats != 0 or not 0 <= levels <= stored:
             return None
-        return stored[:levels]  # levels of a v2 page are stored uncompressed
+        # levels of a v2 page are stored uncompressed, at its start
+        return os.pread(fd, levels, at) if levels <= _LEVELS_READ else None
     if page.get(3) != _RLE or codec is False:
         return None
-    data = stored if codec is None else codec.decompress(stored, size).to_pybytes()
-    if len(data) < 4:
+    data = _page_start(fd, at, stored, codec, size)
+    if data is None or len(data) < 4:
         return None
     length = int.from_bytes(data[:4], "little")
     return data[4 : 4 + length] if length <= len(data) - 4 else None
+
+
+def _page_start(fd: int, at: int, stored: int, codec: Any, size: int) -> bytes | None:
+    """The first bytes, up to a length prefix and `_LEVELS_READ` of levels (fewer where it
+    ends), of the page stored as `stored` bytes at `at` of the file open as `fd`, compressed
+    by `codec` to `size` bytes; None where it is over `_DECODED_BYTES` stored, or decoded
+    by a codec undoing a page whole, or its bytes do not decode."""
+    import pyarrow as pa
+
+    want = min(size, 4 + _LEVELS_READ)
+    if codec is None:
+        return os.pread(fd, min(stored, want), at)
+    if max(stored, size if codec.name in _WHOLE else 0) > _DECODED_BYTES:
+        return None
+    data = pa.py_buffer(os.pread(fd, stored, at))
+    try:
+        if codec.name in _WHOLE:
+            return codec.decompress(data, size).to_pybytes()[:want]
+        with pa.input_stream(data, compression=codec.name) as stream:
+            return stream.read(want)
+    except (OSError, ValueError):  # arrow's errors of a corrupt page
+        return None
 
 
 def _levels_set(levels: bytes, values: int) -> bool | None:
@@ -195,9 +244,16 @@ def _value(data: bytes, at: int, kind: int) -> tuple[Any, int]:
         return kind == 1, at
     if kind == 3:
         return data[at], at + 1
-    if kind in (4, 5, 6):
+    if kind in (4, 5):  # i16, i32: out of range, a reader of i32 reads another value
         raw, at = _varint(data, at)
-        return _zigzag(raw), at
+        value = _zigzag(raw)
+        if not -_I32 - 1 <= value <= _I32:
+            raise ValueError("i32 out of range")
+        return value, at
+    if kind == 6:  # i64, no field read here: skipped, as a reader of i32 fields does
+        raw, at = _varint(data, at)
+        _zigzag(raw)  # raises where the varint is cut off
+        return None, at
     if kind == 7:
         return None, at + 8
     if kind == 8:
