@@ -28,7 +28,8 @@ validate --deep also decodes each entry whose pickle runs nothing, from the byte
 the scan, with the loader that reads it: torch's weights-only load (`blob_decode`: what a
 resume, an export and inspect use) where its pickle names only globals torch admits, else
 the restricted unpickler, each global an inert placeholder (how Megatron-LM's `args` is
-read; its numpy RNG state too). A blob that loader refuses (a damaged pickle, a record its
+read; its numpy RNG state too, and a torch function torch's load refuses by name, which a
+stock load reads). A blob that loader refuses (a damaged pickle, a record its
 pickle names but its archive lacks) is an error naming the file and key: the opcode scan
 alone passed an `iteration` torch cannot load, where no other check reads it (a bare DCP, a
 Megatron step's RNG state).
@@ -50,7 +51,7 @@ from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.convert.megatron_record import ARGS_KEY
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import dtypes
-from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
+from mfsdp_ckpt.format.blob_guard import PICKLE_BUDGET, blob_pickle, open_blob
 from mfsdp_ckpt.format.restricted_pickle import (
     DETAIL_CHARS,
     GlobalUse,
@@ -314,7 +315,10 @@ def decode_problem(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> 
     """Why the entry's blob (`raw`) cannot be read by the loader that reads it, or None:
     torch's weights-only load (`load_blob`, as a resume, an export and inspect read it)
     where its pickle names only globals torch admits, else the restricted unpickler with
-    each global an inert placeholder (`_inert`), as Megatron-LM's `args` is read."""
+    each global an inert placeholder (`_inert`), as Megatron-LM's `args` is read. That
+    reader may retain what the scan let the pickle retain (PICKLE_BUDGET), `args` what
+    Megatron's args are read under (NAMESPACE_BUDGET): a sampler's intact numpy
+    permutation past the args' budget, passed by the scan, was "cannot be read"."""
     where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
     try:
         if not torch_refuses(reader, entry, raw) and not _torch_cannot_read(raw, entry, where):
@@ -323,7 +327,7 @@ def decode_problem(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> 
             entry_pickle(reader, entry, where, raw),
             NAMESPACE_TABLE,
             (NamespaceRecord,),
-            budget=NAMESPACE_BUDGET,
+            budget=NAMESPACE_BUDGET if entry.name == ARGS_KEY else PICKLE_BUDGET,
             persistent_load=lambda pid: pid,  # a tensor's record is named, never read
             placeholders=_inert,
         )
@@ -343,21 +347,25 @@ def decode_problem(reader: CheckpointReader, entry: ObjectEntry, raw: bytes) -> 
 def _torch_cannot_read(raw: bytes, entry: ObjectEntry, where: str) -> bool:
     """Whether torch's weights-only load, which reads the blob (`load_blob`), stops at an
     opcode it does not implement (a pickle of protocol 4 or 5, as Megatron-LM's converter
-    writes: "Unsupported operand 149", its FRAME), not at damage: such a blob is judged by
-    the restricted unpickler instead, which reads every protocol, as a stock load does.
-    Any other refusal is raised (CheckpointFormatError)."""
+    writes: "Unsupported operand 149", its FRAME) or at a global it does not admit (a torch
+    function: `torch._C._nn.gelu`), not at damage: such a blob is judged by the restricted
+    unpickler instead, which reads every protocol and takes every global the scan passed
+    as an inert placeholder, as a stock load reads it. Judged by torch, a function beside
+    an int was "cannot be read" and the same function beside a numpy value valid. Any
+    other refusal is raised (CheckpointFormatError)."""
     try:
         with warnings.catch_warnings():  # torch warns of any protocol but 2 before it reads
             warnings.simplefilter("ignore", UserWarning)
             load_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
     except CheckpointFormatError as err:
-        if _UNSUPPORTED_OPCODE not in str(err):
+        if not any(said in str(err) for said in _NOT_DAMAGE):
             raise
         return True
     return False
 
 
-_UNSUPPORTED_OPCODE = "Unsupported operand"  # torch's weights-only unpickler's own words
+# torch's weights-only unpickler's own words (the second as `torch_load_reason` puts them)
+_NOT_DAMAGE = ("Unsupported operand", "refusing to load global ")
 
 
 def _inert(module: str, name: str) -> Placeholder:

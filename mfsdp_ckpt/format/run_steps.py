@@ -43,6 +43,8 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.format.save_pieces import holds_save_pieces
 from mfsdp_ckpt.format.unfinished_torch_dist import (
+    LEGACY_COMMON_FILE,
+    TORCH_DIST_MARKER,
     UNFINISHED_TORCH_DIST_LACKS,
     is_unfinished_torch_dist,
 )
@@ -80,7 +82,7 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
 
 def _is_complete(step: Path) -> bool:
     """A step of ours to give: its manifest is there, and no part of it links out."""
-    return _is_file_followed(step / MANIFEST_FILE) and linked_out_part(step) is None
+    return _is_file_followed(step / MANIFEST_FILE) and _our_linked_out_part(step) is None
 
 
 def confining_dir(given: Path, root: Path) -> Path:
@@ -586,37 +588,95 @@ def _dcp_places(step: Path) -> list[Path]:
 
 
 def linked_out_part(step: Path) -> Path | None:
-    """The first part of step dir `step` that holds its saved state and is a link leading
-    out of it, or None: a role dir, a `dist_ckpt/` or `model/` (under the step or a role),
-    or a file of a DCP dir (Megatron's iter_N/ holds its DCP files itself). Found by
-    `leads_out`, so nothing outside is looked at, whatever lies at the link's target (a
-    valid DCP there changes nothing): reading the step refuses the link, so no list offers
-    the step and no resume picks it. The step dir itself may be a link (`confining_dir`:
-    a step moved to another disk is read where it leads); our manifest linked out is
-    named by reading the run (`refuse_manifest_leading_out`). Only the step's own DCP
-    dirs are listed, once each: the cost is the step's, never the run's."""
-    places = _dcp_places(step)
-    for part in places:
-        if leads_out(part, step):
-            return part
-    for dcp in places:
-        if os.path.lexists(dcp / DCP_METADATA_FILE) and is_dir(dcp):
-            linked = _linked_out_file(dcp, step)
+    """The first part of step dir `step` that a reader of the step follows and that is a
+    link leading out of it, or None: a role dir, a `model/` or `dist_ckpt/` (under the
+    step or a role; mfsdp's step, its manifest there, is read from its `dist_ckpt/` alone),
+    or a file a DCP reader opens by its name (`_READ_DCP_FILES`; Megatron's iter_N/ holds
+    its DCP files itself, with `_READ_MEGATRON_FILES`). Found by `leads_out`, so nothing
+    outside is looked at, whatever lies at the link's target (a valid DCP there changes
+    nothing): reading the step refuses the link, so no list offers the step and no resume
+    picks it. Any other entry (a README linked in) is never opened by a reader and counts
+    for nothing: a note linked into the newest step hid it from every list.
+
+    Each part is one `lstat` by its name, and only one found to be a link is walked
+    (`_part_kind`); no DCP dir is listed. `list_complete_steps` asks this of every step of
+    a run, so a run of thousands of steps costs a few lstat per step: a listing of each
+    DCP dir and a walk from the root of each place, for every step, made listing a long
+    run's steps take minutes on a shared filesystem, where each file call is a round trip
+    (`test_listing_a_run_of_many_steps_lists_no_step_inside` bounds it). A DCP whose data
+    files other than rank 0's first link out while its `.metadata` stays is refused by
+    reading it ("resolves outside"), not here. The step dir itself may be a link
+    (`confining_dir`: a step moved to another disk is read where it leads); our manifest
+    linked out is named by reading the run (`refuse_manifest_leading_out`)."""
+    if os.path.lexists(step / MANIFEST_FILE):
+        return _our_linked_out_part(step)
+    for holder in (step, *(step / role for role in ROLES)):
+        kind, through = (_DIR, False) if holder == step else _part_kind(holder, step, False)
+        if kind == _OUT:
+            return holder
+        if kind != _DIR:
+            continue
+        model, model_through = _part_kind(holder / VERL_MODEL_DIR, step, through)
+        if model == _OUT:
+            return holder / VERL_MODEL_DIR
+        places = [(holder, through), (holder / DIST_CKPT_DIR, through)]
+        if model == _DIR:
+            places.append((holder / VERL_MODEL_DIR / DIST_CKPT_DIR, model_through))
+        for dcp, dcp_through in places:
+            linked = _linked_out_dcp(dcp, step, dcp_through, megatron=dcp == step)
             if linked is not None:
                 return linked
     return None
 
 
-def _linked_out_file(dcp: Path, step: Path) -> Path | None:
-    """The first entry of the DCP dir `dcp` (inside `step`) that links out of `step`; the
-    listing tells links apart without a stat of each file, so a dir of many shards costs
-    one listing. A dir that cannot be listed is left for reading it to name."""
-    try:
-        with os.scandir(dcp) as entries:
-            links = sorted(entry.name for entry in entries if entry.is_symlink())
-    except OSError:
+# The files of a DCP dir a reader opens by name: the `.metadata` DCP writes last and rank
+# 0's first data file (`__0_0.distcp`, which every save writes); Megatron's torch_dist
+# iter_N/ adds the files megatron-core reads beside them.
+_READ_DCP_FILES = (DCP_METADATA_FILE, "__0_0.distcp")
+_READ_MEGATRON_FILES = (LEGACY_COMMON_FILE, TORCH_DIST_MARKER)
+_OUT, _DIR, _FILE = "out", "dir", "file"
+
+
+def _our_linked_out_part(step: Path) -> Path | None:
+    """`linked_out_part` of mfsdp's step (its manifest there): its reader reads its state
+    from `dist_ckpt/` alone."""
+    return _linked_out_dcp(step / DIST_CKPT_DIR, step, False, megatron=False)
+
+
+def _linked_out_dcp(dcp: Path, step: Path, through: bool, megatron: bool) -> Path | None:
+    """`dcp` (a place of `step` DCP files may lie) where it links out of `step`, else the
+    first file a reader opens by name in it that does, once it holds a `.metadata`;
+    None for the rest (`through`: as `_part_kind` takes it)."""
+    kind, through = (_DIR, through) if dcp == step else _part_kind(dcp, step, through)
+    if kind == _OUT:
+        return dcp
+    if kind != _DIR:
         return None
-    return next((dcp / name for name in links if leads_out(dcp / name, step)), None)
+    names = _READ_DCP_FILES + (_READ_MEGATRON_FILES if megatron else ())
+    for index, name in enumerate(names):
+        found, _ = _part_kind(dcp / name, step, through)
+        if found == _OUT:
+            return dcp / name
+        if index == 0 and found is None:  # no .metadata: no DCP dir a reader opens
+            return None
+    return None
+
+
+def _part_kind(path: Path, step: Path, through: bool) -> tuple[str | None, bool]:
+    """What the part `path` of `step` is (_OUT where a link on the way leads out of `step`,
+    _DIR, _FILE, or None where nothing is there to read) and whether a link inside `step`
+    lies on the way to it. One lstat tells, while no link lies on the way (`through`
+    False): only a link (or a path through one) is walked, without looking outside
+    (`leads_out`). A part that cannot be stat'ed is left for reading it to name."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None, through
+    if not (through or stat.S_ISLNK(mode)):
+        return (_DIR if stat.S_ISDIR(mode) else _FILE), False
+    if leads_out(path, step):
+        return _OUT, True
+    return (_DIR if is_dir(path) else _FILE), True
 
 
 def linked_out_said(step: Path, part: Path) -> str:

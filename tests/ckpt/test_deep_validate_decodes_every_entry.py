@@ -168,3 +168,29 @@ def test_a_damaged_protocol_4_entry_is_still_an_error(tmp_path, monkeypatch):
     lines = [f"{where}: {message}" for where, message in _errors(tmp_path)]
     named = [line for line in lines if "[lr_scheduler]" in line]
     assert len(named) == 1 and "cannot be read" in named[0], lines
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.arange(1_200_000),  # a sampler's permutation: 9.6 MB of int64
+        (list(range(300_000)), np.int64(1)),  # an index list beside a numpy epoch counter
+    ],
+    ids=["numpy array", "int list beside numpy"],
+)
+def test_an_intact_value_past_the_args_budget_is_valid(tmp_path, value):
+    """A value the scan passes is decoded within the scan's budget, not the 16 MiB sized
+    for Megatron's `args`. Was: "its value cannot be read by the restricted reader (the
+    pickle would retain more than 16 MiB ...)", exit 1, for an intact entry."""
+    save_dcp({"model": {"w": torch.ones(4)}, "extra.sampler": value}, tmp_path / "ck")
+    assert _errors(tmp_path / "ck") == []
+
+
+@pytest.mark.parametrize("beside", [1, np.int64(1)], ids=["an int", "a numpy value"])
+def test_a_torch_function_is_judged_alike_whatever_lies_beside_it(tmp_path, beside):
+    """A reference to a torch function torch's weights-only load refuses (nothing called;
+    a stock load reads it) is read as an inert name, as beside a numpy value. Was: beside an
+    int, "its value cannot be read (refusing to load global torch._C._nn.gelu)", exit 1."""
+    value = (torch.nn.functional.gelu, beside)
+    save_dcp({"model": {"w": torch.ones(4)}, "extra.act": value}, tmp_path / "ck")
+    assert _errors(tmp_path / "ck") == []

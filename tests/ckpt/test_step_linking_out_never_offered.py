@@ -231,3 +231,90 @@ def test_a_step_judged_alike_whatever_lies_outside(tmp_path):
         dist_ckpt.symlink_to(target)
         states.append(run_steps.step_states(run, ["global_step_3"])["global_step_3"])
     assert states == [run_steps.LINKED_OUT] * 3
+
+
+def _link_in(part: Path, outside: Path) -> None:
+    """A file `outside` (a note, kept elsewhere) linked in at `part` of a step."""
+    outside.write_text("see the wiki\n")
+    part.symlink_to(outside)
+
+
+def test_a_note_linked_into_a_megatron_step_leaves_it_offered(made_optim, tmp_path):
+    """A README linked into iter_N/ is never opened by a reader: the step stays the newest
+    complete one. Was: marked as linking out, and the older step read as "the newest
+    complete one", though validating iter_N itself said valid."""
+    run, newer, older = _megatron_run(made_optim, tmp_path)
+    for name in os.listdir(run / newer):
+        (run / newer / name).unlink()
+        shutil.copy(tmp_path / "outside" / name, run / newer / name)
+    _link_in(run / newer / "README.txt", tmp_path / "README_outside.txt")
+    assert run_steps.step_states(run, [newer, older]) == {
+        newer: run_steps.COMPLETE,
+        older: run_steps.COMPLETE,
+    }
+    (run / layout.TRACKER_FILE).unlink()
+    code, out, err = run_cli("ckpt", "validate", run)
+    assert code == 2 and f"{older}, {newer}" in one_error_line(err), out + err
+    assert "linking out" not in out + err, out + err
+
+
+def test_a_note_linked_into_our_dist_ckpt_leaves_the_step_resumed(tmp_path):
+    """mfsdp's step whose dist_ckpt/ holds a note linked in is complete and resumed. Was:
+    "checkpoint.resume=auto refuses this run dir: ... has dist_ckpt/notes.txt linking out
+    of it", and validate of the run read the older step."""
+    run = _ours(tmp_path)
+    (run / "global_step_3" / layout.DIST_CKPT_DIR).unlink()
+    shutil.copytree(tmp_path / "outside", run / "global_step_3" / layout.DIST_CKPT_DIR)
+    _link_in(run / "global_step_3" / layout.DIST_CKPT_DIR / "notes.txt", tmp_path / "notes.txt")
+    assert run_steps.list_complete_steps(run) == [1, 2, 3]
+    assert run_steps.resume_step(run) == 3
+
+
+@pytest.mark.parametrize("name", [layout.DCP_METADATA_FILE, "__0_0.distcp"])
+def test_a_dcp_file_a_reader_opens_linked_out_is_never_offered(name, tmp_path):
+    """The hostile case, file by file: the `.metadata` or rank 0's data file of our step's
+    dist_ckpt/ links to a valid copy outside; the step is not offered."""
+    run = _ours(tmp_path)
+    dist_ckpt = run / "global_step_3" / layout.DIST_CKPT_DIR
+    dist_ckpt.unlink()
+    shutil.copytree(tmp_path / "outside", dist_ckpt)
+    (dist_ckpt / name).unlink()
+    (dist_ckpt / name).symlink_to(tmp_path / "outside" / name)
+    assert run_steps.list_complete_steps(run) == [1, 2]
+    assert run_steps.linked_out_part(run / "global_step_3") == dist_ckpt / name
+
+
+def _counting_stats(monkeypatch) -> list[int]:
+    """A count of the stat calls made (os.stat, os.lstat), kept in its one item."""
+    count = [0]
+    for name in ("stat", "lstat"):
+        real = getattr(os, name)
+
+        def counted(*args, _real=real, **kwargs):
+            count[0] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(os, name, counted)
+    return count
+
+
+STEPS = 200
+
+
+def test_listing_a_run_of_many_steps_lists_no_step_inside(tmp_path, monkeypatch):
+    """Listing a run's complete steps (and resuming it) costs a few stat calls per step,
+    and no step's dirs are listed. Was: each step's DCP dir listed and each place a step's
+    state may lie in walked from the root, for every step of the run."""
+    run = tmp_path / "run"
+    for step in range(1, STEPS + 1):
+        dist_ckpt = run / f"global_step_{step}" / layout.DIST_CKPT_DIR
+        dist_ckpt.mkdir(parents=True)
+        (dist_ckpt.parent / layout.MANIFEST_FILE).write_text("{}")
+        for name in (layout.DCP_METADATA_FILE, "__0_0.distcp", "__1_0.distcp"):
+            (dist_ckpt / name).write_bytes(b"")
+    stats = _counting_stats(monkeypatch)
+    with listings() as listed:
+        assert run_steps.list_complete_steps(run) == list(range(1, STEPS + 1))
+        assert run_steps.resume_step(run) == STEPS
+    assert [path for path in listed if path != str(run)] == []
+    assert stats[0] <= 2 * 10 * STEPS, stats
