@@ -29,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DCP = "torch.distributed.checkpoint.metadata"
 PAST_RESIZE = 174_763  # 2/3 of 2**18, plus one: a dict of this many entries has just doubled
+SET_PAST_RESIZE = 19_661  # 3/5 of 2**15, plus one: a set of this many items has just grown 4x
 
 PROBE = r"""
 import io, sys, tracemalloc
@@ -146,6 +147,10 @@ def floods() -> dict[str, Flood]:
         "SETITEM": ("plain", b"}", lambda i: _int(i) + b"Ns", past, b""),
         "SETITEMS": ("plain", b"}(", lambda i: _int(i) + b"N", past, b"u"),
         "DICT": ("plain", b"(", lambda i: _int(i) + b"N", past, b"d"),
+        "EMPTY_SET": ("plain", b"", b"\x8f", many, b""),
+        "ADDITEMS": ("plain", b"\x8f(", _int, SET_PAST_RESIZE, b"\x90"),
+        "FROZENSET": ("plain", b"(", _int, SET_PAST_RESIZE, b"\x91"),
+        "FROZENSET (one item)": ("plain", b"", b"(N\x91", many, b""),
         "SETITEMS OrderedDict": (
             "dcp",
             _global("collections", "OrderedDict") + b")R(",

@@ -50,7 +50,9 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     Decoding goes only through the reader's restricted loader, which builds plain data and
     tensors and refuses anything else: numpy RNG state shows as "not decoded" (Megatron-LM's
     argparse.Namespace too, which `describe_entry` reads otherwise), and nothing stored in the
-    checkpoint ever runs."""
+    checkpoint ever runs. A value torch's weights-only load cannot read (a set or bytes at
+    pickle protocol 3-5) is read by the restricted unpickler as plain data, as a stock load
+    reads it."""
     described = {
         "name": entry.name,
         "kind": "opaque",
@@ -65,7 +67,11 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     if not decode or entry.length > MAX_DECODED_OBJECT_BYTES:
         described["not_decoded"] = "too large or too many to decode"
         return described
-    from mfsdp_ckpt.check.object_pickles import refused_decode_note, torch_refuses
+    from mfsdp_ckpt.check.object_pickles import (
+        refused_decode_note,
+        restricted_plain_value,
+        torch_refuses,
+    )
 
     stored = _read_by_step_check(reader, entry.name)
     raw = None
@@ -76,7 +82,9 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
             refused = torch_refuses(reader, entry, raw)
             where = f"{reader.root} [{entry.name}]"
             stored = None if refused else (load_blob(raw, entry.transforms, where),)
-    except (CheckpointFormatError, CheckpointFileError):
+    except CheckpointFormatError:  # torch's load stopped: plain data it cannot read?
+        stored = restricted_plain_value(reader, entry, raw) if raw is not None else None
+    except CheckpointFileError:
         stored = None
     if stored is None:
         described["not_decoded"] = refused_decode_note(reader, entry, raw)

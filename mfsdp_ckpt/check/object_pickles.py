@@ -41,8 +41,8 @@ import _compat_pickle
 import dataclasses
 import hashlib
 import io
-import warnings
 from dataclasses import dataclass
+from typing import Any
 
 from mfsdp_ckpt.check.blob_runs import small_blobs
 from mfsdp_ckpt.check.object_archives import ArchiveVerdicts, archive_checked
@@ -126,6 +126,10 @@ CHECKPOINT_DATA = frozenset(
             f"{numpy}.{name}"  # numpy's RNG state (Megatron-LM's rng_state)
             for numpy in ("numpy.core.multiarray", "numpy._core.multiarray")
             for name in ("_reconstruct", "scalar")
+        ),
+        *(  # an array at protocol 5: its data an in-band buffer (BYTEARRAY8), its dtype
+            f"{numpy}.numeric._frombuffer"  # and shape arguments, as _reconstruct's are
+            for numpy in ("numpy.core", "numpy._core")
         ),
         "numpy.ndarray",
         "numpy.dtype",
@@ -354,9 +358,7 @@ def _torch_cannot_read(raw: bytes, entry: ObjectEntry, where: str) -> bool:
     an int was "cannot be read" and the same function beside a numpy value valid. Any
     other refusal is raised (CheckpointFormatError)."""
     try:
-        with warnings.catch_warnings():  # torch warns of any protocol but 2 before it reads
-            warnings.simplefilter("ignore", UserWarning)
-            load_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
+        load_blob(raw, entry.transforms, where, MAX_SCANNED_BLOB_BYTES)
     except CheckpointFormatError as err:
         if not any(said in str(err) for said in _NOT_DAMAGE):
             raise
@@ -458,6 +460,23 @@ def _outside_torch(name: str) -> bool:
     """A global torch's weights-only loader refuses by default: not one it admits, and of
     no torch module (those it may admit are left to its load)."""
     return name not in TORCH_ADMITTED and name.split(".", 1)[0] != "torch"
+
+
+def restricted_plain_value(
+    reader: CheckpointReader, entry: ObjectEntry, raw: bytes | None = None
+) -> tuple[Any] | None:
+    """(value,) of an entry whose blob torch's weights-only load cannot read (an opcode it
+    does not implement: a pickle of protocol 3-5) that the restricted unpickler reads as
+    plain data, naming no global and no storage, as a stock load builds it; None when it
+    reads no such value. `raw`: the entry's bytes, when the caller read them already."""
+    where = f"{reader.root / (entry.file or '?')} [{entry.name}]"
+    try:
+        return (
+            restricted_loads(entry_pickle(reader, entry, where, raw), {}, budget=PICKLE_BUDGET),
+        )
+    except Exception as err:  # refused, or damaged: pickle's own error types
+        reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
+        return None
 
 
 def refused_decode_note(

@@ -20,8 +20,10 @@ that is a list, grown an entry at a time. On top of the allow-list of globals it
 * hashes only flat keys (scalars, short tuples of scalars, records holding those), and
   calls admitted constructors only with flat arguments, so nothing nested a million deep
   is hashed (the C stack) and a constructor's work is paid by what it is given;
-* refuses every other opcode (sets, extensions, protocol-0 class instantiation,
-  out-of-band buffers), and persistent ids unless the caller asks for them;
+* builds sets and frozensets (protocol 4's EMPTY_SET, ADDITEMS, FROZENSET) of flat keys
+  only, as SETITEM hashes them, filling only a set this pickle created;
+* refuses every other opcode (extensions, protocol-0 class instantiation, out-of-band
+  buffers), and persistent ids unless the caller asks for them;
 * with a `placeholders` policy, turns a global outside the allow-list into a
   `Placeholder` (its name, never imported) and a call or NEWOBJ of one into a
   `PlaceholderCall` (the name, the arguments and any BUILD state, kept as data): a
@@ -57,6 +59,8 @@ TEXT = 72  # a str or bytes object's header (its characters are the input's own 
 CONTAINER = 80  # an empty dict or list, the new stack a MARK opens, a tuple's header
 ENTRY = 96  # a dict entry at the dict's worst fill: SETITEM, and DICT/SETITEMS per pair
 ORDERED_ENTRY = 160  # the same in an OrderedDict (a linked node per entry too)
+SET = 240  # an empty set or frozenset: its first table of 8 slots is inline (~235 B)
+SET_ENTRY = 160  # an item of a set or frozenset just past a resize, its int too (~174 B)
 RECORD = 224  # a record or placeholder call NEWOBJ makes, with its freshness entry
 CALL = 256  # what an admitted call (REDUCE) makes: a record of 5 fields, a Path, a dict, ...
 FIELDS = 128  # the fields a BUILD gives a record
@@ -90,7 +94,9 @@ _COSTS: dict[str, int] = {
     **dict.fromkeys(("MEMOIZE", "BINPERSID", "LIST", "APPEND", "APPENDS", "SETITEMS"), SLOT),
     **dict.fromkeys(("INT", "BININT", "BININT2", "LONG", "LONG1", "FLOAT", "BINFLOAT"), NUMBER),
     **dict.fromkeys(("UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"), TEXT),
-    **dict.fromkeys(("BINBYTES", "SHORT_BINBYTES", "BINBYTES8"), TEXT),
+    **dict.fromkeys(("BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BYTEARRAY8"), TEXT),
+    **dict.fromkeys(("EMPTY_SET", "FROZENSET"), SET),
+    "ADDITEMS": SLOT,
     **dict.fromkeys(
         ("EMPTY_LIST", "EMPTY_DICT", "MARK", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "DICT"),
         CONTAINER,
@@ -177,6 +183,7 @@ _PLAIN_OPS = (
     "EMPTY_LIST",
     "LIST",
     "EMPTY_DICT",
+    "EMPTY_SET",
     "GLOBAL",
     "STACK_GLOBAL",
 )
@@ -279,11 +286,12 @@ def _collision_free(leaves: tuple) -> bool:
 
 
 def _check_table(allowed: dict[tuple[str, str], object]) -> None:
-    """Dicts and lists on the stack are then always this pickle's own (EMPTY_DICT, LIST,
-    ...; no admitted constructor returns a shared one), so SETITEM and APPEND need no
-    bookkeeping per container, which would double the memory of a flood of them."""
-    if any(isinstance(value, (dict, list)) for value in allowed.values()):
-        raise TypeError("a class table may not admit a dict or list object")
+    """Dicts, lists and sets on the stack are then always this pickle's own (EMPTY_DICT,
+    LIST, EMPTY_SET, ...; no admitted constructor returns a shared one), so SETITEM, APPEND
+    and ADDITEMS need no bookkeeping per container, which would double the memory of a
+    flood of them."""
+    if any(isinstance(value, (dict, list, set)) for value in allowed.values()):
+        raise TypeError("a class table may not admit a dict, list or set object")
 
 
 class RestrictedUnpickler(pickle._Unpickler):
@@ -761,6 +769,38 @@ class RestrictedUnpickler(pickle._Unpickler):
             return
         _fill_fields(inst, state, names)
 
+    def _set_members(self, items: list) -> list:
+        """`items` for a set, each a key SETITEM could hash (`_hashable_key`)."""
+        for item in items:
+            if type(item) is list or not _hashable_key(item):
+                raise PickleRefused(
+                    f"set item of type {type(item).__name__} is not plain data, or could"
+                    " share its hash with other items"
+                )
+        return items
+
+    def _load_additems(self) -> int:
+        items = self.pop_mark()
+        target = self.stack[-1]
+        if type(target) is not set:  # never shared: see _check_table
+            raise PickleRefused(f"ADDITEMS to a {type(target).__name__}")
+        target.update(self._set_members(items))
+        return SET_ENTRY * len(items)
+
+    def _load_frozenset(self) -> int:
+        items = self.pop_mark()
+        self.append(frozenset(self._set_members(items)))
+        return SET_ENTRY * len(items)
+
+    def _load_bytearray8(self) -> None:
+        """An in-band buffer (numpy's protocol-5 array data): the stdlib's handler reads
+        into the file it was given, not the window."""
+        (count,) = struct.unpack("<Q", self._read(8))
+        data = self._read(count)
+        if len(data) < count:
+            raise pickle.UnpicklingError("pickle data was truncated")
+        self.append(bytearray(data))
+
     def _load_long4(self) -> None:
         raise PickleRefused("LONG4: an integer of more than 255 bytes is not checkpoint data")
 
@@ -827,6 +867,9 @@ def _dispatch_table() -> dict[int, Callable]:
             _opcode("REDUCE"): own._load_reduce,
             _opcode("BINPERSID"): own._load_persid,
             _opcode("LONG4"): own._load_long4,
+            _opcode("ADDITEMS"): own._load_additems,
+            _opcode("FROZENSET"): own._load_frozenset,
+            _opcode("BYTEARRAY8"): own._load_bytearray8,
             _opcode("PUT"): own._load_put,
             _opcode("BINPUT"): own._load_binput,
             _opcode("LONG_BINPUT"): own._load_long_binput,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import io
+import warnings
 from typing import Any
 
 from mfsdp_ckpt.check.printable import error_line, torch_load_reason
@@ -82,7 +83,9 @@ def load_blob(
     raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
 ) -> Any:
     """torch.load with weights_only (tensors and plain containers only, never code), after
-    blob_guard's structure checks; a blob of plain data without torch (`plain_value`)."""
+    blob_guard's structure checks; a blob of plain data without torch (`plain_value`).
+    torch's warning of a pickle protocol other than 2, which it prints before reading (or
+    failing to read) one, is silenced: the value, or the error raised, says what matters."""
     plain = plain_value(raw, transforms)
     if plain is not None:
         return plain[0]
@@ -91,7 +94,9 @@ def load_blob(
     try:
         decoded = decode_blob(raw, transforms, where, limit)
         check_blob(decoded, len(decoded.getbuffer()), where)
-        return torch.load(decoded, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            return torch.load(decoded, map_location="cpu", weights_only=True)
     except CheckpointFormatError:
         raise
     except Exception as err:

@@ -8,9 +8,10 @@ torch's weights-only load does. It is taken only where the two agree by construc
 transforms, torch.save's protocol 2, and only the opcodes both unpicklers run alike;
 anything else (a tensor, an OrderedDict, a Namespace, damaged bytes) is left to torch's
 load, whose value or error stays what it was. A pickle of protocol 3 to 5 of plain values
-(Megatron-LM's converter saves its settings with protocol 4) is read here too, its framing
-and memo opcodes besides: torch's weights-only load cannot read one at all ("Unsupported
-operand 149", its FRAME), and a stock load, Megatron-LM's, builds the value read here.
+(Megatron-LM's converter saves its settings with protocol 4) is read here too, its framing,
+memo, bytes and set opcodes besides: torch's weights-only load cannot read one at all
+("Unsupported operand 149", its FRAME; 67, protocol 3's bytes), and a stock load,
+Megatron-LM's, builds the value read here.
 """
 
 from __future__ import annotations
@@ -61,8 +62,21 @@ _SHARED_OPCODES = frozenset(
 
 
 # Opcodes protocols 3-5 add for plain values: framing, the implicit memo, short and long
-# strings (bytes, sets and classes stay torch's to load or refuse).
-_FRAMED_OPCODES = _SHARED_OPCODES | {"FRAME", "MEMOIZE", "SHORT_BINUNICODE", "BINUNICODE8"}
+# strings, bytes (protocol 3's), sets and frozensets (protocol 4's). torch's weights-only
+# load reads none of bytes, ADDITEMS or FROZENSET; the restricted unpickler builds what a
+# stock load does (classes stay torch's to load or refuse).
+_FRAMED_OPCODES = _SHARED_OPCODES | {
+    "FRAME",
+    "MEMOIZE",
+    "SHORT_BINUNICODE",
+    "BINUNICODE8",
+    "SHORT_BINBYTES",
+    "BINBYTES",
+    "BINBYTES8",
+    "EMPTY_SET",
+    "ADDITEMS",
+    "FROZENSET",
+}
 _NEWER_PROTOCOLS = range(3, 6)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import random
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -115,14 +116,14 @@ def test_an_extension_code_is_a_global_the_pickle_computes(tmp_path):
     assert "<a global the pickle computes>" in lines[0], lines
 
 
-def _saved_with_protocol_4(monkeypatch, state: dict, root: Path) -> Path:
-    """A DCP whose non-tensor entries torch.save pickled with protocol 4, as Megatron-LM's
-    converter writes them (torch's weights-only load stops at its FRAME opcode)."""
+def _saved_with_protocol_4(monkeypatch, state: dict, root: Path, protocol: int = 4) -> Path:
+    """A DCP whose non-tensor entries torch.save pickled with `protocol` (4, as Megatron-LM's
+    converter writes them: torch's weights-only load stops at its FRAME opcode)."""
     stock = torch.save
 
     def save(value, file, **options):  # tensors' records stay protocol 2, as its are
-        protocol = 2 if isinstance(value, torch.Tensor) else 4
-        stock(value, file, **{**options, "pickle_protocol": protocol})
+        chosen = 2 if isinstance(value, torch.Tensor) else protocol
+        stock(value, file, **{**options, "pickle_protocol": chosen})
 
     monkeypatch.setattr(torch, "save", save)
     try:
@@ -194,3 +195,39 @@ def test_a_torch_function_is_judged_alike_whatever_lies_beside_it(tmp_path, besi
     value = (torch.nn.functional.gelu, beside)
     save_dcp({"model": {"w": torch.ones(4)}, "extra.act": value}, tmp_path / "ck")
     assert _errors(tmp_path / "ck") == []
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_sets_bytes_and_numpy_rng_state_at_protocol_4_and_5_are_read(
+    tmp_path, monkeypatch, protocol
+):
+    """Was: a set or frozenset at protocol 4/5 "cannot be read by the restricted reader
+    (opcode EMPTY_SET is not admitted ...)", a protocol-5 numpy RNG state "its pickle calls
+    numpy._core.numeric._frombuffer", each exit 1; inspect showed protocol-4 bytes and a
+    3-tuple (TUPLE3) as opaque, "holds types the restricted reader refuses"."""
+    values = {
+        "extra.seen": {1, "two", (3, "x")},
+        "extra.frozen": frozenset({"x", b"y"}),
+        "extra.blob": b"\x00\x01abc",
+        "extra.triple": (1, 2, 3),
+    }
+    state = {"model": {"w": torch.ones(4)}, **ENTRIES, **values}
+    ckpt = _saved_with_protocol_4(monkeypatch, state, tmp_path / "ck", protocol)
+    assert _errors(tmp_path / "ck") == []
+    reader = CheckpointReader(ckpt)
+    for key, value in values.items():
+        described = describe_object(reader, reader.objects[key], decode=True)
+        assert described["kind"] == type(value).__name__, described
+    assert describe_object(reader, reader.objects["extra.blob"], decode=True)["value"] is None
+
+
+def test_inspect_prints_no_torch_warning_of_a_protocol_4_entry(tmp_path, monkeypatch):
+    """An entry torch's load is given at protocol 4 (a torch.Size: a global torch admits)
+    is described without torch's "Detected pickle protocol 4" warning reaching the user."""
+    state = {"model": {"w": torch.ones(4)}, "extra.order": torch.Size([2, 3])}
+    ckpt = _saved_with_protocol_4(monkeypatch, state, tmp_path / "ck")
+    reader = CheckpointReader(ckpt)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        describe_object(reader, reader.objects["extra.order"], decode=True)
+    assert [str(w.message) for w in caught if "pickle protocol" in str(w.message)] == []
