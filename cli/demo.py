@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from cli import demo_record
-from cli.command_as_run import mfsdp_command
 from cli.demo_record import DATA_DIR, DEMO_DIR, EXPORT_DIR, INIT_DIR, RAW_DIR, RUN_DIR
 from cli.errors import GivenPath, on_interrupt
 from cli.given_once import OnceCommand
 from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks
 from cli.main import EXIT_CLOSED_PIPE
 from cli.run_report import stopped_run_line
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.named_writes import write_bytes

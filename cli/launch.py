@@ -25,7 +25,6 @@ from typing import Any
 import click
 
 from cli import stop_signals
-from cli.command_as_run import mfsdp_command
 from cli.demo_record import DEMO_DIR
 from cli.errors import (
     EXIT_USAGE,
@@ -42,6 +41,7 @@ from cli.result_said import expect_result, result_said
 from cli.run_report import FinalValue, interrupted_run, report_run
 from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer.env_ints import env_int, joins_a_group, process_rank
@@ -224,11 +224,14 @@ def check_batch_sizes(cfg: Any, world_size: int) -> None:
         check_grpo_batches(cfg, world_size)
 
 
-DATA_HINT = (
-    "make it with `mfsdp data gsm8k|math --input OFFICIAL_FILE --out DIR` "
-    "(writes DIR/{kind}/<split>.parquet) "
-    "or `mfsdp data synthetic --out DIR`"
-)
+def data_hint(kind: str) -> str:
+    """How to make a data file of the table family `kind` (`sft` or `rl`) `mfsdp data`
+    writes, its commands named as this user types them (`./dev mfsdp ...` under `./dev`)."""
+    convert = mfsdp_command("data gsm8k|math --input OFFICIAL_FILE --out DIR")
+    return (
+        f"make it with {convert} (writes DIR/{kind}/<split>.parquet)"
+        f" or {mfsdp_command('data synthetic --out DIR')}"
+    )
 
 
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json")  # what trainer.data.files reads
@@ -250,7 +253,7 @@ def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
     (`config_given`) is said as that (`no_config_file`)."""
     from trainer.config import no_config_file
 
-    hint = DATA_HINT.format(kind=kind)
+    hint = data_hint(kind)
     if not data.train_files and not config_given:
         fail(no_config_file("grpo" if kind == "rl" else "sft"), EXIT_USAGE)
     if not data.train_files:

@@ -13,11 +13,11 @@ from typing import Any, NamedTuple
 
 import click
 
-from cli.command_as_run import mfsdp_command
 from cli.errors import settle_command
 from cli.json_text import json_text
 from cli.lines import say
 from cli.result_said import mark_result_said
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from trainer.env_ints import process_rank
 
 

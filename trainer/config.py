@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 from mfsdp_ckpt.check.printable import cut_to
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from mfsdp_ckpt.storage.output_path import collapse_dot_dot
@@ -525,9 +526,10 @@ def no_config_file(command: str) -> str:
     few overrides) is told: that no --config was given and how to start one. The error named
     only data.train_files, the first key the defaults leave unset, as if one key were
     missing."""
+    write = mfsdp_command(f"config defaults {command} > {command}.yaml")
     return (
         f"no --config given, and data.train_files is not set: a run's settings come from a"
-        f" YAML file; write one with `mfsdp config defaults {command} > {command}.yaml` (or"
+        f" YAML file; write one with {write} (or"
         f" start from examples/{command}_tiny_cpu.yaml of the repository), set its"
         f" data.train_files, and give --config {command}.yaml"
     )

@@ -1,6 +1,7 @@
 """Whether a `--config` file is the kind the command reads, asked before it is loaded: a
-GRPO config given to `mfsdp train sft` (or an SFT one to `train grpo`), or a verl launch
-script given as a YAML config.
+GRPO config given to `mfsdp train sft` (or an SFT one to `train grpo`), a verl launch
+script given as a YAML config, or no run config at all (a Hugging Face config.json, a
+checkpoint's manifest, a data file: `not_a_run_config`).
 
 Loaded as they are, these fail on their first key the trainer lacks ("unknown config key
 'actor'"; "did you mean data.val_files?" for SFT's data.val_ratio) or on their shape ("top
@@ -20,11 +21,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import ConfigError, SFTConfig
 from trainer.config_yaml import MAX_CONFIG_BYTES, YAMLConfigError, parse_yaml
+from trainer.not_a_run_config import other_file_by_keys, other_file_by_name
 from trainer.verl_keys import carries, command_of
 from trainer.verl_rules import VERL_ONLY_SECTION
 
@@ -36,16 +40,24 @@ _SHOWN = 3
 
 def refuse_other_kind(cls: type, path: str | os.PathLike | None) -> None:
     """ConfigError (one line, exit 2) when the config file at `path` is not one for
-    `cls` (SFTConfig or GRPOConfig) but the other trainer's config or a shell script;
-    nothing when it is not plainly either (loading it then says what is wrong)."""
+    `cls` (SFTConfig or GRPOConfig) but the other trainer's config, a shell script or a
+    file of another kind (`not_a_run_config`); nothing when it is plainly none of these
+    (loading it then says what is wrong)."""
     if path is None:
         return
+    named = other_file_by_name(str(path), command_of(cls)) if os.path.isfile(path) else None
+    if named is not None:  # data or weights may be far larger than a config: left unread
+        raise ConfigError(named)
     try:
         text = safe_files.read_text(path, MAX_CONFIG_BYTES)
     except OSError:  # loading it names what is wrong with the file
         return
     tree = _parsed(text, str(path))
-    told = _shell_script(str(path), text, tree) or _other_trainer(cls, str(path), tree)
+    told = (
+        _shell_script(str(path), text, tree)
+        or other_file_by_keys(str(path), tree, command_of(cls))
+        or _other_trainer(cls, str(path), tree)
+    )
     if told is not None:
         raise ConfigError(told)
 
@@ -60,13 +72,12 @@ def _shell_script(path: str, text: str, tree: Any) -> str | None:
     if not shell and (mapping or verl is None):
         return None
     if verl is None:
-        return (
-            f"{path}: a shell script, not a YAML config (`mfsdp config defaults sft|grpo`"
-            " prints one to start from)"
-        )
+        defaults = mfsdp_command("config defaults sft|grpo")
+        return f"{path}: a shell script, not a YAML config ({defaults} prints one to start from)"
+    convert = mfsdp_command("config from-verl", Path(path), "> config.yaml")
     return (
         f"{path}: a verl launch script (it runs {verl.group(0)}), not a YAML config; convert it"
-        f" with `mfsdp config from-verl {path} > config.yaml`, then give --config config.yaml"
+        f" with {convert}, then give --config config.yaml"
     )
 
 

@@ -369,21 +369,23 @@ def check_run_dir_outside_checkpoints(run_dir: str) -> None:
     inside = finding_runs.checkpoint_containing(run_dir, run_itself=False)
     if inside is None:
         return
+    shown = finding_runs.named_as_given(inside, run_dir)  # relative where run_dir was
     what = (
         "is a checkpoint"
         if inside == Path(os.path.abspath(run_dir))
-        else f"lies in the checkpoint {inside}"
+        else f"lies in the checkpoint {shown}"
     )
     what = finding_runs.unsaved_step_words(run_dir, inside) or what
     trackers = (layout.TRACKER_FILE, layout.BRIDGE_TRACKER_FILE)
-    run = next((p for p in inside.parents if any((p / t).is_file() for t in trackers)), None)
+    found = next((p for p in inside.parents if any((p / t).is_file() for t in trackers)), None)
+    run = finding_runs.named_as_given(found, run_dir) if found is not None else None
     foreign = foreign_run_words(run) if run is not None else None
     if foreign is not None:  # resuming it is refused in turn: say what does start from it
         hint = f"{run} {foreign}"
     elif run is not None:
         hint = f"give trainer.run_dir={run} to resume the run it belongs to"
     else:
-        hint = f"choose a run_dir outside it (checkpoint.resume={inside} starts from it)"
+        hint = f"choose a run_dir outside it (checkpoint.resume={shown} starts from it)"
     raise ConfigError(f"trainer.run_dir: {run_dir} {what}; {hint}")
 
 

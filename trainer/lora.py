@@ -28,6 +28,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
@@ -377,9 +378,10 @@ def _refuse_unrecorded_base(manifest: Manifest, paths: CheckpointPaths) -> None:
     if trained_on is None or unrecorded is None:
         return
     step = paths.step_dir or paths.dist_ckpt
+    export = mfsdp_command("ckpt export-hf", step, "--adapter-only --out DIR")
     raise ResumeMismatchError(
-        f"{paths.manifest}: {unrecorded}; to go on with its adapter, `mfsdp ckpt export-hf"
-        f" {step} --adapter-only --out DIR`, then a new trainer.run_dir with"
+        f"{paths.manifest}: {unrecorded}; to go on with its adapter, {export}, then a new"
+        " trainer.run_dir with"
         f" model.path={trained_on.path} model.lora_adapter_path=DIR"
     )
 

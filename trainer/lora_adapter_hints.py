@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.format.dir_entries import children
@@ -31,9 +32,10 @@ def where_the_adapter_is(path: Path) -> str:
     if inside is not None:
         return f"; it holds a PEFT adapter dir, {inside}/: point {KEY} at {path / inside}"
     if _is_lora_checkpoint(path):
+        export = mfsdp_command("ckpt export-hf", path, "--out DIR --adapter-only")
         return (
-            f"; {path} is an mfsdp LoRA checkpoint: `mfsdp ckpt export-hf {path} --out DIR"
-            f" --adapter-only` writes its adapter, which {KEY}=DIR takes (or continue its run"
+            f"; {path} is an mfsdp LoRA checkpoint: {export} writes its adapter, which"
+            f" {KEY}=DIR takes (or continue its run"
             " with trainer.run_dir)"
         )
     step = _newest_verl_step(path)

@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.checkpoint_resolution import checkpoint_to_resume
 from trainer.config import ConfigError
@@ -62,8 +63,9 @@ def resume_without_adapter_dir(cfg: Any) -> None:
     if unset:
         raise ConfigError(
             f"{KEY}: {gone} does not exist, and the adapter {step} resumes has"
-            f" {', '.join(unset)}, which only an adapter dir sets: export it with `mfsdp ckpt"
-            f" export-hf {step} --adapter-only --out DIR` and give {KEY}=DIR (the run trains"
+            f" {', '.join(unset)}, which only an adapter dir sets: export it with"
+            f" {mfsdp_command('ckpt export-hf', step, '--adapter-only --out DIR')} and give"
+            f" {KEY}=DIR (the run trains"
             " on from the step's weights)"
         )
     model.lora_adapter_path = None

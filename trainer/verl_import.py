@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check.printable import first_of, printable
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -268,10 +269,11 @@ def _refuse_mfsdp_config(tree: dict[str, Any], source: Path) -> None:
             if own_keys:
                 own[command] = own_keys[0]
     if own:
+        commands = "|".join(own)
         raise VerlSourceError(
             f"{source}: an mfsdp config (every key in it is mfsdp's, and"
             f" {next(iter(own.values()))} is not verl's), not one to convert: give it to"
-            f" `mfsdp train {'|'.join(own)} --config {source}`"
+            f" {mfsdp_command(f'train {commands} --config', Path(source))}"
         )
 
 
@@ -287,8 +289,8 @@ def _defaults_notes(defaults: list[Any], command: str) -> tuple[list[str], list[
     if own:
         notes.append(
             f"defaults: {', '.join(own)}: Hydra merges those files of yours into this one"
-            " first; their settings are not in this config: convert them with `mfsdp config"
-            " from-verl FILE.yaml` and merge the two"
+            " first; their settings are not in this config: convert them with"
+            f" {mfsdp_command('config from-verl FILE.yaml')} and merge the two"
         )
     return notes, [f"defaults: {entry}" for entry in own]
 

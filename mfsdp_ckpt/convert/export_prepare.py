@@ -54,14 +54,23 @@ from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.tensorstore_store import is_url
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
+# what an export's --overwrite replaces, said where an --out is refused
+EXPORT_REPLACES = "an empty directory or an earlier export"
 
-def check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] = ()) -> None:
+
+def check_out_dir(
+    out: Path,
+    protected: list[Path],
+    model_dirs: Sequence[Path] = (),
+    replaces: str = EXPORT_REPLACES,
+) -> None:
     """Refuse an --out that would replace or write into what the command reads: the
     checkpoint (`protected`: out may not be it or above it, nor lie inside a checkpoint)
     and the Hugging Face model dirs it reads (`model_dirs`: --hf-config, a LoRA base,
     import's source). Those are a user's downloads, and a model dir looks like an earlier
     export: out may not be one or above one, or --overwrite would replace it. Also refuse
-    one whose parent cannot be written, where the work dir and lock file go, before any work."""
+    one whose parent cannot be written, where the work dir and lock file go, before any work.
+    `replaces`: what the command's --overwrite replaces (import-hf's differs)."""
     require_writable_dir("--out", out, beside=True, error=ExportUsageError)
     resolved = out.resolve()
     for keep in protected:
@@ -75,11 +84,10 @@ def check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] =
                 f"{out}: is or holds the model dir {model_dir} this command reads;"
                 " choose another --out"
             )
-    inside = inside_checkpoint(resolved)
+    inside = inside_checkpoint(resolved, out)
     if inside is not None:
         raise ExportUsageError(
-            f"{out}: {inside}; choose an --out outside it"
-            " (--overwrite replaces only an empty directory or an earlier export)"
+            f"{out}: {inside}; choose an --out outside it (--overwrite replaces only {replaces})"
         )
 
 

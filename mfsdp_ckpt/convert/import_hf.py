@@ -382,7 +382,7 @@ def _read_config(hf_dir: Path):
     cannot load)."""
     config_file = hf_dir / HF_CONFIG_FILE
     if dir_entries.stat_inside(config_file, hf_dir, follow_symlinks=False) is None:
-        inside = finding_runs.checkpoint_containing(hf_dir)
+        inside = finding_runs.checkpoint_as_given(hf_dir)
         what = (
             f"; it is (or lies in) the training checkpoint {inside}: import-hf makes"
             f" checkpoints of Hugging Face models; {export_hf_advice(inside)}"
@@ -758,6 +758,10 @@ def _config_stays_note(hf_dir: Path) -> str:
     )
 
 
+# what import-hf's --overwrite replaces (its --help), said where an --out is refused
+IMPORT_REPLACES = "an empty directory or an earlier import-hf output of the same --layout"
+
+
 def _check_out(out: Path, source_dir: Path, replaceable: Replaceable) -> None:
     """Refuse, before any work, an --out import may not write: what `check_out_dir` refuses
     (the model dir read, a dir inside a checkpoint), and a directory that
@@ -782,7 +786,7 @@ def _check_out(out: Path, source_dir: Path, replaceable: Replaceable) -> None:
     absolute = Path(os.path.abspath(out))
     if problem is not None and finding_runs.checkpoint_containing(absolute) == absolute:
         raise unreplaceable(out, problem)
-    check_out_dir(out, [], [source_dir.resolve()])
+    check_out_dir(out, [], [source_dir.resolve()], IMPORT_REPLACES)
     if problem is not None:
         raise unreplaceable(out, problem)
 

@@ -48,6 +48,7 @@ from mfsdp_ckpt.convert.lora_merge import write_merged_lora
 from mfsdp_ckpt.convert.peft_adapter import write_peft_adapter
 from mfsdp_ckpt.convert.tensor_writes import publish_verified
 from mfsdp_ckpt.format import checkpoint_resolution, layout
+from mfsdp_ckpt.format.lora_fields import base_weights_dir
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE, top_level_names
 from mfsdp_ckpt.lora import (
@@ -103,6 +104,7 @@ def export_lora(
     check_out_dir(out, keep, model_dirs_of(hf_config, base.path if base else None))
     if not adapter_only:
         _refuse_unrecorded_base(base, paths)
+        _refuse_random_init_base(base, ckpt)
         _refuse_rewritten_base(manifest, paths)
         assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
         base, moved = _base_where_it_is(base, hf_config)
@@ -184,6 +186,17 @@ def _refuse_unrecorded_base(base: BaseModelRecord | None, paths: layout.Checkpoi
         raise ExportError(
             f"{paths.manifest}: {unrecorded}; export the adapter with --adapter-only, which"
             " needs no base"
+        )
+
+
+def _refuse_random_init_base(base: BaseModelRecord | None, ckpt: str | os.PathLike) -> None:
+    """A step whose base was a random init has no base weights a merge could go onto:
+    refused naming the checkpoint given, before the output is claimed (`open_base` said
+    it later, naming no checkpoint)."""
+    if base_weights_dir(base) is None:
+        raise ExportUsageError(
+            f"{ckpt}: the base model was a random init: there is nothing to merge onto;"
+            " give --adapter-only to export the adapter alone"
         )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.convert.lora_base_config import compare_base_config, differing_words
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
@@ -47,10 +48,11 @@ def peft_base(
     if imported is not None:
         return _trained_on(imported, paths)
     step, config = _step_of(weights)
+    export = mfsdp_command("ckpt export-hf", step, f"--out BASE_DIR{config}")
     return None, (
         f"the base model is the checkpoint {step}, which PEFT cannot load, so"
         " adapter_config.json's base_model_name_or_path is null: export the base first with"
-        f" `mfsdp ckpt export-hf {step} --out BASE_DIR{config}` and load the adapter onto it"
+        f" {export} and load the adapter onto it"
         " (PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(BASE_DIR), ADAPTER_DIR))"
     )
 
@@ -80,7 +82,7 @@ def _trained_on(model_dir: str, paths: CheckpointPaths) -> tuple[str | None, str
         f" (PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({model_dir},"
         f" config=AutoConfig.from_pretrained({paths.hf_dir})), ADAPTER_DIR); vLLM:"
         " --hf-overrides with those keys), or export the merged model, which carries it"
-        f" (`mfsdp ckpt export-hf {step} --out DIR`)"
+        f" ({mfsdp_command('ckpt export-hf', step, '--out DIR')})"
     )
 
 

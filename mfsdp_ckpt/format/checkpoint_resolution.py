@@ -23,7 +23,7 @@ from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.bridge_trackers import other_tracker_note, other_tracker_suffix
 from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir, megatron_kind
 from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file, leads_out
-from mfsdp_ckpt.format.finding_runs import runs_held
+from mfsdp_ckpt.format.finding_runs import runs_held, runs_one_level_down
 from mfsdp_ckpt.format.foreign_formats import (
     foreign_format_line,
     refuse_foreign_format,
@@ -730,7 +730,9 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
     """A directory holding runs (`runs_held`) or DCP dirs of their own (`import-hf --layout
     mcore` writes one): exactly one resolves to it, with a note; several are listed. Runs
     alone were counted, so a run beside such a checkpoint was "one run" (the other never
-    named) and a dir holding only such a checkpoint was "not a checkpoint"."""
+    named) and a dir holding only such a checkpoint was "not a checkpoint". Runs one level
+    further down (`runs_one_level_down`: runs/demo/sft in runs/) count too: "one run" read
+    runs/sft_tiny beside it; one found there alone is named, not read."""
     dcp_dirs = [
         given / name
         for name in names
@@ -738,11 +740,18 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
     ]
     runs = runs_held(given, names)
     held = runs + [path for path in dcp_dirs if path not in runs]
-    if not held:
+    deeper = runs_one_level_down(given, names, held)
+    if not held and not deeper:
         raise not_a_checkpoint(given)
     what = "checkpoint" if dcp_dirs else "run"
-    if len(held) > 1:
-        shown = first_of(held, MAX_RUNS_LISTED)
-        raise CheckpointPathError(f"{given}: holds {len(held)} {what}s; give one of them ({shown})")
+    if len(held) + len(deeper) > 1:
+        shown = first_of(held + deeper, MAX_RUNS_LISTED)
+        count = len(held) + len(deeper)
+        raise CheckpointPathError(f"{given}: holds {count} {what}s; give one of them ({shown})")
+    if not held:
+        raise CheckpointPathError(
+            f"{given}: not a checkpoint; it holds the run {deeper[0]} a level further down:"
+            " give that"
+        )
     paths = resolve_checkpoint(held[0], role=role, _depth=1)
     return noted(paths, f"{given} holds one {what}: reading {held[0]}")

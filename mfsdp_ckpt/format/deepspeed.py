@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import looks_like_hf_model
@@ -107,5 +108,5 @@ def _line(what: str, converter: str, arguments: str) -> str:
         f" loaded); convert it with DeepSpeed's `{converter} {arguments} --safe_serialization`"
         " (deepspeed.utils.zero_to_fp32), then copy the model's config.json and tokenizer"
         " files into OUT: a Hugging Face model dir, which model.path and"
-        " `mfsdp ckpt import-hf OUT --out DIR` take"
+        f" {mfsdp_command('ckpt import-hf OUT --out DIR')} take"
     )

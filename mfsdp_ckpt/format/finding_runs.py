@@ -55,6 +55,37 @@ def runs_held(directory: str | os.PathLike, names: list[str] | None = None) -> l
     return runs
 
 
+# how many names `runs_one_level_down` lists in all: a dir of runs holds a few; a data or
+# home dir given by mistake is not walked further
+MAX_NAMES_LISTED = 512
+
+
+def runs_one_level_down(
+    directory: str | os.PathLike, names: list[str], skip: list[Path]
+) -> list[Path]:
+    """The runs held by the sub-dirs of `directory` (named `names`) that are not themselves
+    in `skip` (the runs and checkpoints `directory` holds): after `mfsdp demo --out
+    runs/demo` and a run into runs/sft_tiny, `runs` holds two runs, runs/demo/sft among
+    them, where counting its own sub-dirs alone found "one run". Bounded: past
+    MAX_NAMES_LISTED names of sub-dirs listed in all, the runs found so far."""
+    given = Path(directory)
+    found: list[Path] = []
+    budget = MAX_NAMES_LISTED
+    for name in sorted(names):
+        child = given / name
+        if name.startswith(".") or child in skip or not is_dir(child):
+            continue
+        try:
+            child_names = os.listdir(child)
+        except OSError:
+            continue
+        budget -= len(child_names)
+        if budget < 0:
+            break
+        found += runs_held(child, child_names)
+    return found
+
+
 def checkpoint_containing(path: str | os.PathLike, *, run_itself: bool = True) -> Path | None:
     """The checkpoint that `path` is or lies inside (a step, role or DCP dir, or, for `path`
     itself unless `run_itself` is False, a run or a dir holding a dist_ckpt); None if none.
@@ -72,6 +103,25 @@ def checkpoint_containing(path: str | os.PathLike, *, run_itself: bool = True) -
     return None
 
 
+def checkpoint_as_given(path: str | os.PathLike, *, run_itself: bool = True) -> Path | None:
+    """`checkpoint_containing(path)` named for a message as `path` was given: relative
+    where `path` was (`runs/demo/sft` for `runs/demo/sft/global_step_80`), as README
+    promises of every path an error names; absolute where `path` was."""
+    inside = checkpoint_containing(path, run_itself=run_itself)
+    if inside is None:
+        return None
+    return named_as_given(inside, path)
+
+
+def named_as_given(found: Path, path: str | os.PathLike) -> Path:
+    """`found`, the absolute path of `path` or of a dir above it, as `path` names it: the
+    part of a relative `path` that leads there (`.` for the working dir); `found` itself
+    where `path` is absolute."""
+    if os.path.isabs(path):
+        return found
+    return Path(os.path.relpath(found))
+
+
 def unsaved_step_words(path: str | os.PathLike, inside: Path) -> str | None:
     """How `path` relates to `inside`, what `checkpoint_containing` found, when that is no
     checkpoint on disk but the name of a step of a run not saved (yet): `RUN/global_step_999`
@@ -80,9 +130,10 @@ def unsaved_step_words(path: str | os.PathLike, inside: Path) -> str | None:
     the caller says it is, or lies in, a checkpoint."""
     if os.path.lexists(inside):
         return None
-    where = "is" if Path(os.path.abspath(path)) == inside else f"lies in {inside}, which is"
+    shown = named_as_given(inside, path)
+    where = "is" if Path(os.path.abspath(path)) == inside else f"lies in {shown}, which is"
     return (
-        f"{where} the name of a checkpoint step of the run {inside.parent} (its saves write"
+        f"{where} the name of a checkpoint step of the run {shown.parent} (its saves write"
         " there; none is saved there now)"
     )
 

@@ -30,6 +30,7 @@ import stat
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
@@ -94,8 +95,8 @@ def full_state_dict_file(names: list[str]) -> str | None:
         f"{found[0]}: Accelerate's FULL_STATE_DICT model file (the whole model's state dict as"
         " a torch.save pickle, which mfsdp never unpickles); if you trust it, load it with"
         " torch.load(weights_only=True) into the transformers model and save_pretrained (a"
-        " Hugging Face model dir: `mfsdp ckpt import-hf DIR --out OUT` makes a checkpoint of"
-        " it), or save the run again with SHARDED_STATE_DICT through DCP"
+        f" Hugging Face model dir: {mfsdp_command('ckpt import-hf DIR --out OUT')} makes a"
+        " checkpoint of it), or save the run again with SHARDED_STATE_DICT through DCP"
     )
 
 

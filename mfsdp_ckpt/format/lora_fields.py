@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mfsdp_ckpt.check.printable import cut_to
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
 from mfsdp_ckpt.format.manifest import ManifestError
@@ -250,10 +251,8 @@ def adapter_only_advice(checkpoint: str | os.PathLike) -> str:
     """What goes on from the LoRA step `checkpoint` whose base has no weights on disk
     (`base_weights_dir` None): resuming its run, or exporting the adapter alone. The merged
     export it was sent to only refused it."""
-    return (
-        f"{RESUME_ADVICE}; for the adapter alone, `mfsdp ckpt export-hf {checkpoint} --out DIR"
-        " --adapter-only`"
-    )
+    export = mfsdp_command("ckpt export-hf", checkpoint, "--out DIR --adapter-only")
+    return f"{RESUME_ADVICE}; for the adapter alone, {export}"
 
 
 def _is_plain_name(name: Any) -> bool:

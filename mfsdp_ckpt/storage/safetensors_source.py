@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import cut_to, first_of
 from mfsdp_ckpt.check.removed_while_read import shrank_while_read
+from mfsdp_ckpt.command_as_run import mfsdp_command
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards, deepspeed, hf_trainer
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
-from mfsdp_ckpt.format.finding_runs import checkpoint_containing
+from mfsdp_ckpt.format.finding_runs import checkpoint_as_given
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, ForeignFormatError
 from mfsdp_ckpt.format.lora_fields import adapter_only_advice
@@ -164,7 +165,7 @@ def _refuse_checkpoint_dir(model_dir: Path, found: str) -> None:
     """CheckpointDirError when the dir without weights is, or lies in, a training
     checkpoint: its huggingface/ holds a config and tokenizer like a model dir's, and "no
     .safetensors weights" (exit 1) read as a damaged model, not the wrong dir."""
-    inside = checkpoint_containing(model_dir)
+    inside = checkpoint_as_given(model_dir)
     if inside is None:
         return
     what = "the config and tokenizer dir of" if model_dir.name == HF_ASSETS_DIR else "in"
@@ -216,7 +217,8 @@ def _export_advice(checkpoint: Path) -> str:
             "that checkpoint is a LoRA adapter on a random-init base, of which no merged model"
             f" can be exported: {adapter_only_advice(checkpoint)}"
         )
-    return f"`mfsdp ckpt export-hf {checkpoint} --out DIR` writes it as a Hugging Face model dir"
+    export = mfsdp_command("ckpt export-hf", checkpoint, "--out DIR")
+    return f"{export} writes it as a Hugging Face model dir"
 
 
 def index_weight_map(model_dir: Path) -> dict[str, str] | None:

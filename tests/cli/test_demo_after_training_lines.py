@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from cli import demo_record
-from cli.command_as_run import DEV_SCRIPT
 from cli.demo import VALIDATING, _claim, _Phase
 from cli.demo_record import EXPORT_DIR
+from mfsdp_ckpt.command_as_run import DEV_SCRIPT
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cli.command_as_run import DEV_SCRIPT
 from cli.demo import EXPORTING, GENERATING, VALIDATING, _Phase
+from mfsdp_ckpt.command_as_run import DEV_SCRIPT
 
 CASES = [  # (steps, nproc) -> the options repeated; the defaults are left out
     ((80, 2), ""),

@@ -9,7 +9,7 @@ import re
 import shlex
 from pathlib import Path
 
-from cli.command_as_run import DEV_SCRIPT
+from mfsdp_ckpt.command_as_run import DEV_SCRIPT
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import repo_env
 from tests.support.sft import TINY_CONFIG, write_chat_jsonl

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from cli.command_as_run import DEV_SCRIPT
+from mfsdp_ckpt.command_as_run import DEV_SCRIPT
 from tests.support.paths import repo_env
 from tests.support.sft import TINY_CONFIG, write_chat_jsonl
 

@@ -406,7 +406,7 @@ def test_the_demo_chooses_threads_as_train_does_and_says_so(tmp_path):
     `mfsdp -v demo` said "(OMP_NUM_THREADS as set); unset OMP_NUM_THREADS to let mfsdp
     choose" to a user who had set nothing. The same complete demo (one demo run serves
     both, for suite time) ends naming a next command as it was started (`./dev` here)."""
-    from cli.command_as_run import DEV_SCRIPT
+    from mfsdp_ckpt.command_as_run import DEV_SCRIPT
     from trainer.threads import CHOSEN_MARKER
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", CHOSEN_MARKER)}

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from cli.command_as_run import DEV_SCRIPT
+from mfsdp_ckpt.command_as_run import DEV_SCRIPT
 from tests.support.paths import REPO
 
 EXAMPLE = str(REPO / "examples" / "sft_tiny_cpu.yaml")

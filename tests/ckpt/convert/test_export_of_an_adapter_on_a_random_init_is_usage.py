@@ -37,10 +37,10 @@ def test_the_merged_export_is_refused_as_usage_naming_the_flag(run, tmp_path):
     out = tmp_path / "hf"
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
     assert code == 2, stdout + err
-    assert one_error(err) == f"error: {LINE}"
+    assert one_error(err) == f"error: {run}: {LINE}"  # the checkpoint named, as errors do
     assert not out.exists()
     code, stdout, _err = run_cli("ckpt", "export-hf", run, "--out", out, "--json")
-    assert code == 2 and json.loads(stdout) == {"error": LINE, "exit_code": 2}, stdout
+    assert code == 2 and json.loads(stdout) == {"error": f"{run}: {LINE}", "exit_code": 2}, stdout
 
 
 def test_validate_passes_it_and_the_flag_named_exports_it(run, tmp_path):

@@ -3,14 +3,15 @@
 `./dev demo` and `./dev mfsdp` run mfsdp from the project's `.venv`, which is not on PATH until
 activated: a line naming the next command as `mfsdp ...` sent such a user to "command not
 found". `./dev` sets MFSDP_DEV to itself as its caller ran it (`./dev`, `../mfsdp/dev`), and
-commands are then named as `./dev mfsdp ...`.
+commands are then named as `./dev mfsdp ...`. It lives beside the checkpoint library, not in
+the CLI, so that every line naming a next command (a refusal in a reader, the trainer's config
+checks) names it alike.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
 
 DEV_SCRIPT = "MFSDP_DEV"
 # mfsdp commands `./dev` runs under their own name (`./dev demo ARGS` is `mfsdp demo ARGS`):
@@ -18,15 +19,18 @@ DEV_SCRIPT = "MFSDP_DEV"
 DEV_COMMANDS = ("demo",)
 
 
-def mfsdp_command(words: str, *args: str | Path) -> str:
-    """The mfsdp command of `words` (said as typed) and `args` (paths, quoted for a shell),
-    in backquotes: through `./dev` when this process was started by it (`./dev demo` for
-    the demo, `./dev mfsdp ...` for the others), else `mfsdp` (on PATH once `.venv` is
-    activated)."""
+def mfsdp_command(words: str, *args: str | os.PathLike) -> str:
+    """The mfsdp command of `words` (said as typed) and `args` (paths quoted for a shell; a
+    str is said as it is), in backquotes: through `./dev` when this process was started by
+    it (`./dev demo` for the demo, `./dev mfsdp ...` for the others), else `mfsdp` (on PATH
+    once `.venv` is activated)."""
     dev = os.environ.get(DEV_SCRIPT)
     command = "mfsdp"
     if dev:
         own_name = words.split(" ", 1)[0] in DEV_COMMANDS
         command = shlex.quote(dev) if own_name else f"{shlex.quote(dev)} mfsdp"
-    quoted_args = " ".join(a if isinstance(a, str) else shlex.quote(str(a)) for a in args)
+    quoted_args = " ".join(a if isinstance(a, str) else shlex.quote(os.fspath(a)) for a in args)
     return "`" + " ".join(part for part in (command, words, quoted_args) if part) + "`"
+
+
+__all__ = ["DEV_COMMANDS", "DEV_SCRIPT", "mfsdp_command"]
