@@ -5,8 +5,8 @@ backend and LoRA saves, Accelerate's per-rank shards, torchtitan's DCP, Hugging 
 weights without a config and the HF Trainer's checkpoint without its weights
 look enough like our layouts to be misread or called "not a checkpoint". Resolution asks
 here before it reads a dir as one of ours, so each is one line saying what it is instead.
-verl's default Megatron save (mbridge) keeps only optimizer state in its torch_dist
-dist_ckpt/: its line names the Hugging Face weights (or LoRA adapter) saved beside it.
+verl's default Megatron save (mbridge) keeps no model in its torch_dist dist_ckpt/ (v2:
+optimizer/dist_ckpt/): its line names the Hugging Face weights (or LoRA adapter) saved beside it.
 A PEFT adapter dir (verl's `actor/lora_adapter/`, `export-hf --adapter-only`) is no
 checkpoint either, but one a LoRA run starts from: it is named as such, with the key that
 takes it (`peft_adapter_line`).
@@ -23,6 +23,7 @@ from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import deepspeed, hf_trainer, megatron_flat_optimizer, verl_fsdp
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
+    DCP_METADATA_FILE,
     DIST_CKPT_DIR,
     HF_ASSETS_DIR,
     VERL_CONTENTS_FILE,
@@ -55,10 +56,16 @@ _VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt\Z")
 # verl's Megatron save with mbridge and use_dist_checkpointing=False (its default) writes the
 # model through mbridge as Hugging Face safetensors into huggingface/, or a LoRA run's adapter
 # into adapter_checkpoint/ (torch.save per tensor-parallel rank), and only the optimizer and
-# extra state into dist_ckpt/ (megatron_checkpoint_manager.py: generate_model=False). Megatron
-# names every optimizer tensor under `optimizer.` (`optimizer.state.`, `optimizer.distributed.`).
+# extra state into dist_ckpt/ (megatron_checkpoint_manager.py: generate_model=False); saved
+# without optimizer (save_contents [model, extra] or [model]) that DCP holds no tensor at all.
+# verl's v2 layout puts them in model/huggingface/ and optimizer/dist_ckpt/ (extra/dist_ckpt/:
+# the RNG state). A model's tensors are keyed under verl's `model` (`model0.`... with virtual
+# pipeline stages) or, saved bare, GPTModel's own modules (or a wrapper's `module.`); the
+# optimizer's are under `optimizer.`, or `chained_N.optimizer.` for an MoE model's
+# ChainedOptimizer (dense and expert-parallel parameters).
 _VERL_MBRIDGE_ADAPTER_DIR = "adapter_checkpoint"
-_OPTIMIZER_KEY_PREFIX = "optimizer."
+_VERL_V2_STATE_DIRS = ("optimizer", "extra")
+_MODEL_KEY_RE = re.compile(r"(model[0-9]*|decoder|embedding|output_layer|module)\.")
 # An adapter_config.json is about 1 KB; a larger file is no adapter's to describe
 _MAX_ADAPTER_CONFIG_BYTES = 1 << 20
 
@@ -189,21 +196,27 @@ def _torch_dist_converter(dcp: Path) -> str:
 
 def _verl_model_beside(dcp: Path) -> str | None:
     """The line for verl's default Megatron save (mbridge, use_dist_checkpointing=False),
-    whose `dist_ckpt/` holds optimizer state only: the model is the Hugging Face weights in
-    the role dir's `huggingface/`, already the export, or a LoRA run's adapter in
-    `adapter_checkpoint/`. verl's model merger reads the model from `dist_ckpt/` and finds
-    none there, so it is never offered for such a save. None where `dist_ckpt/` holds any
-    tensor outside the optimizer's (a model the merger converts) or neither sits beside it."""
+    whose torch_dist `dist_ckpt/` holds no model: optimizer state only, or (saved without
+    optimizer) no tensor at all. The model is the Hugging Face weights in the role dir's
+    `huggingface/` (v2: `model/huggingface/`, beside `optimizer/` and `extra/`), already the
+    export, or a LoRA run's adapter in `adapter_checkpoint/`. verl's model merger reads the
+    model from `dist_ckpt/` and finds none there, so it is never offered for such a save.
+    None where `dist_ckpt/` holds a model tensor (a model the merger converts) or neither
+    sits beside it."""
     if dcp.name != DIST_CKPT_DIR:
         return None
-    hf = dcp.parent / HF_ASSETS_DIR
+    v2_part = dcp.parent.name in _VERL_V2_STATE_DIRS
+    hf = (dcp.parent.parent / VERL_MODEL_DIR if v2_part else dcp.parent) / HF_ASSETS_DIR
     adapter = dcp.parent / _VERL_MBRIDGE_ADAPTER_DIR
     holds_weights = is_dir(hf) and looks_like_hf_model(children(hf))
-    if not (holds_weights or is_dir(adapter)) or not _holds_optimizer_state_only(dcp):
+    if not (holds_weights or is_dir(adapter)):
+        return None
+    held = _tensors_without_model(dcp)
+    if held is None:
         return None
     what = (
-        "a Megatron dist_checkpointing (torch_dist) checkpoint holding optimizer state only"
-        " (no model entry in its .metadata), as verl's Megatron save with mbridge and"
+        f"a Megatron dist_checkpointing (torch_dist) checkpoint holding {held} (no model"
+        " entry in its .metadata), as verl's Megatron save with mbridge and"
         " use_dist_checkpointing=False (its default) writes"
     )
     if holds_weights:
@@ -219,17 +232,36 @@ def _verl_model_beside(dcp: Path) -> str | None:
     )
 
 
-def _holds_optimizer_state_only(dcp: Path) -> bool:
-    """Whether every tensor the DCP in `dcp` declares is an optimizer's (`optimizer.`): told
-    from its `.metadata` alone, read bounded and through the restricted unpickler as every
-    DCP is (no data file is opened); False when it cannot be read (its reader says why)."""
+def verl_v2_mbridge_save(holder: Path) -> tuple[Path, str] | None:
+    """(its `optimizer/dist_ckpt`, else `extra/dist_ckpt` when saved without optimizer; the
+    line naming the save) for a verl v2 role dir (or SFT step) `holder` that verl's default
+    Megatron save (mbridge) wrote: the model in `model/huggingface/`, the optimizer and RNG
+    state in torch_dist saves holding no model, `model/dist_ckpt/` absent or empty. Called
+    "saved only its Hugging Face model", it told the user the resume state was lost. None
+    for any other dir."""
+    for part in _VERL_V2_STATE_DIRS:
+        dcp = holder / part / DIST_CKPT_DIR
+        if is_file(dcp / TORCH_DIST_MARKER) and is_file(dcp / DCP_METADATA_FILE):
+            line = _verl_model_beside(dcp)
+            return None if line is None else (dcp, line)
+    return None
+
+
+def _tensors_without_model(dcp: Path) -> str | None:
+    """What the DCP in `dcp` holds, in words, where none of its tensors is a model's
+    (`_MODEL_KEY_RE`): "optimizer state only", or "no tensor" (saved without optimizer: its
+    RNG state, or nothing); None where one is, or where it cannot be read (its reader says
+    why). Told from its `.metadata` alone, read bounded and through the restricted
+    unpickler as every DCP is (no data file is opened)."""
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
     try:
         tensors = list(CheckpointReader(dcp).tensors)
     except MfsdpError:
-        return False
-    return bool(tensors) and all(name.startswith(_OPTIMIZER_KEY_PREFIX) for name in tensors)
+        return None
+    if any(_MODEL_KEY_RE.match(name) for name in tensors):
+        return None
+    return "optimizer state only" if tensors else "no tensor"
 
 
 def _verl_peft_reader(dcp: Path) -> str | None:

@@ -19,7 +19,11 @@ from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file, unreadable
-from mfsdp_ckpt.format.foreign_formats import peft_adapter_line, refuse_foreign_format
+from mfsdp_ckpt.format.foreign_formats import (
+    peft_adapter_line,
+    refuse_foreign_format,
+    verl_v2_mbridge_save,
+)
 from mfsdp_ckpt.format.layout import (
     BRIDGE_HF_EXPORT_DIR,
     BRIDGE_RUN_CONFIG_FILE,
@@ -189,32 +193,46 @@ def hf_model_dir_refusal(given: Path) -> CheckpointPathError:
 def _step_export_of(hf: Path) -> tuple[str, Path, int | None, Path] | None:
     """(writer, checkpoint dir, step, its DCP dir) where `hf` is the Hugging Face export a
     training checkpoint saves inside itself, else None: Megatron-Bridge's `iter_N/hf/`
-    (also_save_hf_checkpoint), and verl's `huggingface/` beside a dist_ckpt/ that holds
-    its `.metadata` (a role dir or SFT step; v2's `model/huggingface/`, whose checkpoint
-    is the role dir holding ckpt_contents.json). A few entries are looked at, no more."""
+    (also_save_hf_checkpoint) where iter_N holds its `.metadata` (a step pruned to its
+    export is no checkpoint), and verl's `huggingface/` beside a dist_ckpt/ that holds its
+    `.metadata` (a role dir or SFT step; v2's `model/huggingface/`, whose checkpoint is the
+    role dir holding ckpt_contents.json, its DCP `model/dist_ckpt/` or, saved by mbridge,
+    `optimizer/dist_ckpt/`). A few entries are looked at, no more."""
     parent = hf.parent
     if hf.name == BRIDGE_HF_EXPORT_DIR and ITER_DIR_RE.match(parent.name):
+        if not os.path.lexists(parent / DCP_METADATA_FILE):
+            return None  # its checkpoint pruned (or never finished): the export stands alone
         return "Megatron-Bridge", parent, iter_step(parent.name), parent
     if hf.name != HF_ASSETS_DIR:
         return None
     checkpoint = parent.parent if parent.name == VERL_MODEL_DIR else parent
     if checkpoint != parent and not is_file(checkpoint / VERL_CONTENTS_FILE):
         return None  # v2 writes ckpt_contents.json last: a save that did not finish
-    if not os.path.lexists(parent / DIST_CKPT_DIR / DCP_METADATA_FILE):
-        return None
+    dcp = parent / DIST_CKPT_DIR
+    if not os.path.lexists(dcp / DCP_METADATA_FILE):
+        mbridge = verl_v2_mbridge_save(checkpoint) if checkpoint != parent else None
+        if mbridge is None:
+            return None
+        dcp = mbridge[0]  # v2 mbridge: the model is this export; the DCP holds the rest
     names = (checkpoint.name, checkpoint.parent.name)  # an SFT step, or a role's step
     step = next((n for n in map(parse_step_dir_name, names) if n is not None), None)
-    return "verl", checkpoint, step, parent / DIST_CKPT_DIR
+    return "verl", checkpoint, step, dcp
 
 
 def verl_hf_model_only(role_dir: Path) -> VerlHfModelOnlyError | None:
     """For a verl step (or role dir) saved with `save_contents=[hf_model]` alone: a full
     Hugging Face model in huggingface/ and no dist_ckpt model state, the model dir to give
     instead (it was "not a checkpoint (looked for ...)", or "empty: did not finish").
-    None where `role_dir` holds no such model."""
+    A v2 `model/` beside the `optimizer/` (or `extra/`) dist_ckpt verl's mbridge save wrote is named
+    as that save (`verl_v2_mbridge_save`): its resume state is on disk. None where
+    `role_dir` holds no such model."""
     hf = role_dir / HF_ASSETS_DIR
     if not (is_dir(hf) and looks_like_hf_model(children(hf))):
         return None
+    mbridge = verl_v2_mbridge_save(role_dir.parent) if role_dir.name == VERL_MODEL_DIR else None
+    if mbridge is not None:
+        state, line = mbridge
+        return VerlHfModelOnlyError(f"{state}: {line}")
     return hf_model_only(role_dir, hf, "save_contents=[hf_model]")
 
 

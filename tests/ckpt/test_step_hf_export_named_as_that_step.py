@@ -86,3 +86,13 @@ def test_a_hf_dir_of_no_checkpoint_is_still_told_to_import(model, tmp_path):
         line = _refused(("validate",), tmp_path / "iter_x" / name, tmp_path / "out")
         assert "a Hugging Face model dir, not a training checkpoint" in line, line
         assert "import-hf" in line, line
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_bridge_hf_dir_of_a_pruned_step_is_told_to_import(command, model, tmp_path):
+    """A step whose DCP was pruned, its hf/ export kept, holds no checkpoint to give."""
+    step = tmp_path / "bridge" / "iter_0000010"
+    model.save_pretrained(step / "hf")
+    line = _refused(command, step / "hf", tmp_path / "out")
+    assert f"import-hf {step / 'hf'} --out DIR" in line, line
+    assert "its training checkpoint is" not in line, line

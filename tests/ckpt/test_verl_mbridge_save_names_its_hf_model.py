@@ -24,22 +24,42 @@ MERGER = "verl.model_merger merge --backend megatron"
 _PARAM = "decoder.final_layernorm.weight"
 
 
-def _verl_mbridge_step(root: Path, model_in_dcp: bool = False, weights: bool = True) -> Path:
+_OPTIMIZER = {"optimizer": {"state": {f"exp_avg.{_PARAM}": torch.zeros(4)}}}
+_RNG = {"rng_state/shard_0_1": [{"random_rng_state": (3, (1, 2), None)}]}
+# What verl's dist_ckpt holds, by save: an MoE model's ChainedOptimizer prefixes each of its
+# optimizers' keys with chained_N.; save_contents without optimizer leaves the RNG state
+# (extra) or nothing.
+_SAVED = {
+    "dense": _OPTIMIZER,
+    "moe": {"chained_0": _OPTIMIZER, "chained_1": _OPTIMIZER},
+    "no-optimizer": _RNG,
+    "model-only": {},
+}
+_HELD = {"dense": "optimizer state only", "moe": "optimizer state only"}
+
+
+def _torch_dist(state: dict, dcp: Path) -> None:
+    save_dcp(state, dcp)
+    (dcp / "metadata.json").write_text(
+        json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
+    )
+    torch.save({}, dcp / "common.pt")
+
+
+def _verl_mbridge_step(
+    root: Path, model_in_dcp: bool = False, weights: bool = True, saved: str = "dense"
+) -> Path:
     """RUN/global_step_3/{data.pt, actor/{dist_ckpt/, huggingface/, transformer_config.json}}
     as verl's MegatronCheckpointManager writes it with use_hf_checkpoint: dist_ckpt/ a
-    torch_dist save of the optimizer (`optimizer.state.*`), or with `model_in_dcp` of the
-    model too (use_dist_checkpointing=True); huggingface/ the config and, with `weights`, the
+    torch_dist save of what `saved` names (`_SAVED`), or with `model_in_dcp` of the model
+    too (use_dist_checkpointing=True); huggingface/ the config and, with `weights`, the
     safetensors mbridge's save_hf_weights writes."""
     run = root / "run"
     actor = run / "global_step_3" / "actor"
-    state: dict = {"optimizer": {"state": {f"exp_avg.{_PARAM}": torch.zeros(4)}}}
+    state: dict = dict(_SAVED[saved])
     if model_in_dcp:
         state[_PARAM] = torch.ones(4)
-    save_dcp(state, actor / "dist_ckpt")
-    (actor / "dist_ckpt" / "metadata.json").write_text(
-        json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
-    )
-    torch.save({}, actor / "dist_ckpt" / "common.pt")
+    _torch_dist(state, actor / "dist_ckpt")
     hf = actor / "huggingface"
     hf.mkdir()
     shutil.copy2(FIXTURES / "mcore_optim" / "qwen2" / "config.json", hf / "config.json")
@@ -55,17 +75,19 @@ def _levels(actor: Path) -> list[Path]:
     return [actor.parent.parent, actor.parent, actor, actor / "dist_ckpt"]
 
 
+@pytest.mark.parametrize("saved", list(_SAVED))
 @pytest.mark.parametrize("command", ["validate", "export-hf"])
-def test_every_route_names_the_hf_model_as_the_export(tmp_path, command):
-    actor = _verl_mbridge_step(tmp_path)
+def test_every_route_names_the_hf_model_as_the_export(tmp_path, command, saved):
+    actor = _verl_mbridge_step(tmp_path, saved=saved)
     hf = actor / "huggingface"
+    held = _HELD.get(saved, "no tensor")
     for level in _levels(actor):
         extra = ["--out", tmp_path / "out"] if command == "export-hf" else []
         code, stdout, err = run_cli("ckpt", command, level, *extra)
         assert code == 2, stdout + err
         line = one_error_line(err)
         assert f"{actor / 'dist_ckpt'}: " in line, line
-        assert "optimizer state only" in line, line
+        assert f"holding {held} (no model entry" in line, line
         assert f"Hugging Face files in {hf} (weights present there)" in line, line
         assert "already the export" in line and f"model.path={hf}" in line, line
         assert MERGER not in line, line
@@ -94,3 +116,73 @@ def test_merger_kept_where_it_has_a_model_to_convert(tmp_path, case):
     line = one_error_line(err)
     assert f"{MERGER} --local_dir {actor} --target_dir OUT" in line, line
     assert "optimizer state only" not in line, line
+
+
+def _verl_v2_mbridge_step(root: Path, optimizer: bool = True) -> Path:
+    """RUN/global_step_3/actor in verl's v2 layout as its default Megatron save (mbridge)
+    writes it: model/huggingface/ the weights, optimizer/dist_ckpt/ (unless not
+    `optimizer`: save_contents [model, extra]) and extra/dist_ckpt/ torch_dist saves of the
+    optimizer and RNG state, model/dist_ckpt/ empty, ckpt_contents.json (written last)."""
+    run = root / "run"
+    actor = run / "global_step_3" / "actor"
+    if optimizer:
+        _torch_dist(_OPTIMIZER, actor / "optimizer" / "dist_ckpt")
+    _torch_dist(_RNG, actor / "extra" / "dist_ckpt")
+    hf = actor / "model" / "huggingface"
+    hf.mkdir(parents=True)
+    shutil.copy2(FIXTURES / "mcore_optim" / "qwen2" / "config.json", hf / "config.json")
+    save_file({"model.norm.weight": torch.ones(4)}, str(hf / "model.safetensors"))
+    (actor / "model" / "dist_ckpt").mkdir()
+    (actor / "transformer_config.json").write_text(json.dumps({"num_layers": 2}))
+    contents = {
+        "schema_version": 2,
+        "framework": "megatron",
+        "save_contents": ["model", "optimizer", "extra"] if optimizer else ["model", "extra"],
+        "backend": {"has_bridge": True, "use_dist_checkpointing": False, "peft": False},
+        "contents": {
+            "model": {"path": "model/huggingface", "format": "huggingface"},
+            "optimizer": {"path": "optimizer/dist_ckpt", "format": "megatron_dist_checkpoint"},
+        },
+    }
+    (actor / "ckpt_contents.json").write_text(json.dumps(contents))
+    (actor.parent / "data.pt").write_bytes(b"dataloader state")
+    (run / "latest_checkpointed_iteration.txt").write_text("3")
+    return actor
+
+
+@pytest.mark.parametrize("command", ["validate", "export-hf"])
+def test_v2_layout_names_its_hf_model_and_its_optimizer_state(tmp_path, command):
+    actor = _verl_v2_mbridge_step(tmp_path)
+    hf = actor / "model" / "huggingface"
+    levels = [*_levels(actor)[:3], actor / "model", actor / "optimizer" / "dist_ckpt"]
+    for level in [*levels, actor / "extra" / "dist_ckpt"]:
+        extra = ["--out", tmp_path / "out"] if command == "export-hf" else []
+        code, stdout, err = run_cli("ckpt", command, level, *extra)
+        assert code == 2, stdout + err
+        line = one_error_line(err)
+        assert f"Hugging Face files in {hf} (weights present there)" in line, line
+        assert "already the export" in line and "saved only" not in line, line
+        assert "checkpoint_inspector" not in line and MERGER not in line, line
+        if level in levels:
+            assert f"{actor / 'optimizer' / 'dist_ckpt'}: " in line, line
+            assert "optimizer state only" in line, line
+
+
+def test_v2_hf_export_names_the_step_not_import_hf(tmp_path):
+    actor = _verl_v2_mbridge_step(tmp_path)
+    hf = actor / "model" / "huggingface"
+    code, stdout, err = run_cli("ckpt", "validate", hf)
+    assert code == 2, stdout + err
+    line = one_error_line(err)
+    assert "verl's Hugging Face export of step 3" in line and f"model.path={hf}" in line, line
+    assert "import-hf" not in line, line
+
+
+def test_v2_layout_saved_without_optimizer_names_its_hf_model(tmp_path):
+    actor = _verl_v2_mbridge_step(tmp_path, optimizer=False)
+    code, stdout, err = run_cli("ckpt", "validate", actor)
+    assert code == 2, stdout + err
+    line = one_error_line(err)
+    assert f"{actor / 'extra' / 'dist_ckpt'}: " in line and "holding no tensor" in line, line
+    assert f"Hugging Face files in {actor / 'model' / 'huggingface'}" in line, line
+    assert "saved only" not in line, line
