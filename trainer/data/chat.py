@@ -7,7 +7,8 @@ prompt rendered with the generation prompt, then the response and the tokenizer'
 eos_token, each tokenized alone, the loss on the latter.
 
 Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives it to
-apply_chat_template (less its keys whose value is null, its content aside): a Qwen3-style
+apply_chat_template (less its keys whose value is null, its content aside; a reply's
+`reasoning` under `reasoning_content` too, as vLLM hands it on): a Qwen3-style
 template renders `reasoning_content`, others `name` or `tool_calls`; a turn whose
 `tool_calls` the template does not render is refused (`refuse_unrendered_tool_calls`), as is
 a turn it leaves out (`refuse_unrendered_turns`, judged in a chat of the row's shape). Loss
@@ -50,7 +51,7 @@ from mfsdp_ckpt.check.printable import cut_to, error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.chat_as_text import chat_written_as_text
-from trainer.data.chat_call_arguments import parsed_object, with_parsed_arguments
+from trainer.data.chat_call_arguments import served_arguments, with_parsed_arguments
 from trainer.data.chat_call_repairs import unrenderable_call_turn, with_text_arguments
 from trainer.data.chat_columns import ChatColumns, no_chat_columns
 from trainer.data.empty_cells import holds_nothing
@@ -374,7 +375,8 @@ def _number_hint(value: Any, where: str, *, trained: bool = False) -> str:
 
 def checked_turns(turns: Any) -> list[dict]:
     """Chat turns as a chat template needs them: a list of turns whose role and content are
-    text, each passed on whole (a copy of it, its values as the data file holds them), as
+    text, each passed on whole (a copy of it, its values as the data file holds them, a
+    reply's reasoning under both of vLLM's keys: `_with_reasoning_as_served`), as
     verl's MultiTurnSFTDataset passes them: keeping only role and content trained without
     the `reasoning_content` (or `name`, `tool_calls`, ...) a template renders. A string
     was iterated as turns (one per character), and content that is a number or a list of
@@ -409,7 +411,25 @@ def checked_turns(turns: Any) -> list[dict]:
                 f"{_number_hint(content, 'the content')}"
             )
         _check_role(turn["role"])
-    return [dict(turn) for turn in turns]
+    return [_with_reasoning_as_served(dict(turn)) for turn in turns]
+
+
+# A reply's reasoning as vLLM 0.32 hands it to the template: under both keys
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+def _with_reasoning_as_served(turn: dict) -> dict:
+    """An assistant `turn` with its reasoning under both `reasoning` and `reasoning_content`,
+    as vLLM 0.32 hands it to the template (its API reads `reasoning`, the field its replies
+    write, and a deprecated `reasoning_content` where `reasoning` is null): Qwen3's template
+    reads only `reasoning_content`, so a row collected from vLLM trained its replies without
+    their reasoning, and the check for reasoning a template drops missed it."""
+    reasoning = turn.get("reasoning")
+    if reasoning is None:
+        reasoning = turn.get("reasoning_content")
+    if turn["role"] != "assistant" or reasoning is None:
+        return turn
+    return {**turn, **dict.fromkeys(_REASONING_KEYS, reasoning)}
 
 
 def _check_tool_calls(number: int, turn: dict) -> None:
@@ -874,12 +894,13 @@ def _renders_calls(
 
 
 def _text_arguments_as_object(call: dict) -> dict:
-    """`call` with non-empty text arguments that are no JSON object (those are served
-    parsed) given as an object holding them, to ask whether the template renders objects."""
+    """`call` with text arguments vLLM does not serve (`served_arguments`: nested deeper
+    than the parser goes; others are served as an object) given as an object holding them,
+    to ask whether the template renders objects."""
     function = call.get("function")
     inner = function if isinstance(function, dict) else call
     arguments = inner.get("arguments")
-    if not isinstance(arguments, str) or not arguments or parsed_object(arguments) is not None:
+    if not isinstance(arguments, str) or served_arguments(arguments) is not None:
         return call
     inner = {**inner, "arguments": {"arguments": arguments}}
     return {**call, "function": inner} if isinstance(function, dict) else inner
@@ -1163,7 +1184,8 @@ def probed_chat(
         if marked[index]:
             probed["content"] = _PROBE_MARKER.format(codes[index], codes[index])
         if _has_reasoning(turn):
-            probed["reasoning_content"] = _REASONING_MARKER.format(codes[index], codes[index])
+            for key in _REASONING_KEYS:
+                probed[key] = _REASONING_MARKER.format(codes[index], codes[index])
         if _makes_calls(turn):
             calls = [
                 _probe_call(call, len(call_markers) + at)
@@ -1201,7 +1223,8 @@ def probed_chat(
 
 def _has_reasoning(turn: dict) -> bool:
     """Whether `turn` has reasoning in `reasoning_content` (text that is not blank), which
-    the probe marks as it marks the content."""
+    the probe marks as it marks the content (`reasoning` is copied there, as vLLM does:
+    `_with_reasoning_as_served`)."""
     reasoning = turn.get("reasoning_content")
     return isinstance(reasoning, str) and bool(reasoning.strip())
 
@@ -1240,7 +1263,8 @@ def _calls_shape(calls: Any) -> tuple:
     for call in calls:
         inner = _function_of(call)
         arguments = inner.get("arguments")
-        kind = "json object" if parsed_object(arguments) is not None else type(arguments).__name__
+        served = served_arguments(arguments)
+        kind = f"{type(arguments).__name__}, served {'not' if served is None else bool(served)}"
         shape.append((tuple(call), tuple(inner), kind, bool(arguments)))
     return tuple(shape)
 
@@ -1248,21 +1272,22 @@ def _calls_shape(calls: Any) -> tuple:
 def _probe_call(call: dict, number: int) -> tuple[dict, tuple[str, ...]]:
     """`call` with its function's name and its arguments (a dict, or JSON text) replaced by
     markers numbered `number`, and the markers put in (lower case, as the text is searched).
-    Empty arguments stay as they are: there is nothing of them to leave out; every call has
-    a name (`_check_tool_calls`)."""
+    Arguments served as `{}` (`served_arguments`: null, "", text of no object) stay as they
+    are: there is nothing of them to leave out; every call has a name (`_check_tool_calls`)."""
     function = call.get("function")
     inner = dict(_function_of(call))
     inner["name"] = _CALL_NAME.format(number)
     markers = [inner["name"]]
     arguments = inner.get("arguments")
-    if arguments and isinstance(arguments, (dict, str)):
+    served = served_arguments(arguments)
+    if served != {}:
         marker = _CALL_ARGUMENT.format(number)
         markers.append(marker)
         probed = {marker: marker}
         if isinstance(arguments, dict):
             inner["arguments"] = probed
-        else:  # JSON text of an object is served parsed (`with_parsed_arguments`); other text not
-            inner["arguments"] = json.dumps(probed) if parsed_object(arguments) else marker
+        else:  # JSON text of an object, in the form given; text vLLM fails on stays text
+            inner["arguments"] = json.dumps(probed) if served else marker
     probed_call = {**call, "function": inner} if isinstance(function, dict) else inner
     return probed_call, tuple(markers)
 

@@ -112,22 +112,19 @@ def test_a_reply_the_template_escapes_trains(tmp_path, write, reply):
     assert example.num_targets > 0
 
 
-def test_text_arguments_written_a_character_at_a_time_say_store_an_object(tmp_path):
+def test_text_arguments_are_written_as_vllm_serves_them(tmp_path):
     """JSON text of an object is served parsed, so Gemma's template writes it as the object
-    it holds; other text it writes a character at a time, and that is refused."""
+    it holds; other text (which it wrote a character at a time) vLLM serves as `{}`."""
     gemma = qwen_tokenizer("vllm_gemma3_pythonic")
     (example,) = sft_rows(
         gemma, tmp_path / "text.jsonl", [[USER, calling("", [TEXT_CALL]), RESULT, ANSWER]]
     )
     assert '[get_weather(city="Oslo")]' in trained_text(gemma, example)
     not_an_object = {"function": {"name": "get_weather", "arguments": '["Oslo"]'}}
-    with pytest.raises(ChatFormatError) as err:
-        sft_rows(
-            gemma, tmp_path / "g.jsonl", [[USER, calling("", [not_an_object]), RESULT, ANSWER]]
-        )
-    line = str(err.value)
-    assert "g.jsonl:1: " in line and "store each call's arguments as an object" in line
-    assert "use a template" not in line
+    (example,) = sft_rows(
+        gemma, tmp_path / "g.jsonl", [[USER, calling("", [not_an_object]), RESULT, ANSWER]]
+    )
+    assert "[get_weather()]" in trained_text(gemma, example)
     (example,) = sft_rows(gemma, tmp_path / "ok.jsonl", [[USER, calling(""), RESULT, ANSWER]])
     assert "get_weather" in trained_text(gemma, example)
     # a template that writes no call whatever the arguments still says to change templates

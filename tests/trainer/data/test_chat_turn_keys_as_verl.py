@@ -93,15 +93,26 @@ def test_a_parquet_struct_column_s_null_keys_are_left_out(tokenizer, tmp_path):
     assert "None" not in tokenizer.decode(example.input_ids)
 
 
-@pytest.mark.parametrize("key", ["reasoning", "thinking"])
-def test_a_turn_s_keys_reach_the_template_under_their_own_names(tokenizer, key):
-    """The template reads `reasoning_content` only: a turn's `reasoning` or `thinking` is a
-    key it ignores, so the turn trains as it would without it (not with `<think>...`)."""
+def test_a_turn_s_keys_reach_the_template_under_their_own_names(tokenizer):
+    """The template reads `reasoning_content` only: a turn's `thinking` is a key it ignores,
+    so the turn trains as it would without it (not with `<think>...`)."""
     plain = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ans"}]
-    named = [plain[0], {**plain[1], key: "my reasoning"}]
+    named = [plain[0], {**plain[1], "thinking": "my reasoning"}]
     with_key, without = (sft_example(tokenizer, {"messages": turns}) for turns in (named, plain))
     assert with_key.input_ids == without.input_ids
     assert "my reasoning" not in tokenizer.decode(with_key.input_ids)
+
+
+def test_a_replys_reasoning_reaches_the_template_as_vllm_hands_it_on(tokenizer):
+    """vLLM 0.32's replies write `reasoning`, and it hands that to the template as
+    `reasoning_content` too: the turn trains as one with `reasoning_content`."""
+    plain = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ans"}]
+    rows = [
+        [plain[0], {**plain[1], key: "my reasoning"}] for key in ("reasoning", "reasoning_content")
+    ]
+    served, given = (sft_example(tokenizer, {"messages": turns}) for turns in rows)
+    assert served.input_ids == given.input_ids
+    assert "my reasoning" in tokenizer.decode(served.input_ids)
 
 
 def write_rl_rows(path, prompts):

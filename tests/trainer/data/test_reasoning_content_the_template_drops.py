@@ -6,6 +6,11 @@ Was: only Qwen3's template renders that key; every other one (Hermes', Llama 3.1
 a distillation set stored OpenAI-style lost all its reasoning without a word. And the
 refusal of reasoning inside the content advised moving it into `reasoning_content` with
 templates that drop that key too.
+
+Reasoning under `reasoning` (the field vLLM 0.32's replies write and its API reads) reaches
+the template under both keys, as vLLM hands it on. Was: passed on as it was, so Qwen3's
+template (which reads `reasoning_content`) trained the reply alone and prompted without the
+reasoning vLLM renders, and the refusal above did not look at it.
 """
 
 import pytest
@@ -33,11 +38,15 @@ KEEPS_THINK_IN_CONTENT = {
 }
 
 
+VLLM_REPLY = {"role": "assistant", "content": "It is 20.", "reasoning": REASONING}
+
+
+@pytest.mark.parametrize("reply", [REPLY, VLLM_REPLY], ids=["reasoning_content", "reasoning"])
 @pytest.mark.parametrize("name", sorted(KEEPS_THINK_IN_CONTENT))
-def test_reasoning_content_a_template_drops_is_refused_naming_the_turn(tmp_path, name):
+def test_reasoning_content_a_template_drops_is_refused_naming_the_turn(tmp_path, name, reply):
     tokenizer = qwen_tokenizer(name)
     with pytest.raises(ChatFormatError) as err:
-        sft_rows(tokenizer, tmp_path / "sft.jsonl", [[USER, REPLY]])
+        sft_rows(tokenizer, tmp_path / "sft.jsonl", [[USER, reply]])
     line = str(err.value)
     assert "sft.jsonl:1: turn 2, role 'assistant'" in line and "\n" not in line
     assert f"leaves out its reasoning_content ({REASONING!r})" in line
@@ -50,10 +59,25 @@ def test_reasoning_content_a_template_drops_is_refused_naming_the_turn(tmp_path,
     assert "It is 20." in trained_text(tokenizer, example)
 
 
-def test_qwen3_trains_the_reasoning_it_renders(tmp_path):
+@pytest.mark.parametrize("reply", [REPLY, VLLM_REPLY], ids=["reasoning_content", "reasoning"])
+def test_qwen3_trains_the_reasoning_it_renders(tmp_path, reply):
     qwen3 = qwen_tokenizer("qwen3")
-    (example,) = sft_rows(qwen3, tmp_path / "sft.jsonl", [[USER, REPLY]])
-    assert REASONING in trained_text(qwen3, example)
+    (example,) = sft_rows(qwen3, tmp_path / "sft.jsonl", [[USER, reply]])
+    assert f"<think>\n{REASONING}\n</think>\n\nIt is 20." in trained_text(qwen3, example)
+
+
+def test_qwen3_prompts_hold_the_reasoning_vllm_renders(tmp_path):
+    """vLLM renders a calling turn's `reasoning` before its calls (text read off its
+    `_parse_chat_message_content`, which passes it on as both keys, by hand)."""
+    qwen3 = qwen_tokenizer("qwen3")
+    call = {
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    turn = {"role": "assistant", "content": "", "reasoning": "Need Oslo.", "tool_calls": [call]}
+    prompt = [USER, turn, {"role": "tool", "content": "20"}]
+    text = qwen3.decode(grpo_prompt_ids(qwen3, tmp_path / "rl.jsonl", prompt))
+    assert "<|im_start|>assistant\n<think>\nNeed Oslo.\n</think>\n\n<tool_call>\n" in text
 
 
 def test_qwen3_refuses_an_earlier_reply_whose_reasoning_it_drops(tmp_path):
