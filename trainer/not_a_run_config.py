@@ -15,6 +15,7 @@ read within the config size bound, then from the checkpoint it lies in.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.command_as_run import mfsdp_command
@@ -79,7 +80,7 @@ def other_file_by_keys(path: str, tree: Any, command: str) -> str | None:
         what = f"a Hugging Face model config, not an mfsdp run config; {_model_dir_of(path)}"
     elif all(key in tree for key in _MANIFEST_KEYS):
         what = f"a checkpoint's {MANIFEST_FILE}, not an mfsdp run config; {_checkpoint_ways(path)}"
-    elif (checkpoint := checkpoint_as_given(_folder(path), run_itself=False)) is not None:
+    elif (checkpoint := _checkpoint_holding(path)) is not None:
         # another trainer's record of its run (Megatron-Bridge's run_config.yaml)
         what = (
             f"a file of the checkpoint {checkpoint}, not an mfsdp run config; to start from"
@@ -88,6 +89,17 @@ def other_file_by_keys(path: str, tree: Any, command: str) -> str | None:
     else:
         return None
     return f"{path}: {what}{_start(command)}"
+
+
+def _checkpoint_holding(path: str) -> Path | None:
+    """The checkpoint whose own dir holds the file `path` (a step's run_config.yaml), as
+    given; None where its dir only lies somewhere below one: a project's configs/sft.yaml
+    under a dir holding an unrelated manifest.json is a run config."""
+    folder = _folder(path)
+    checkpoint = checkpoint_as_given(folder, run_itself=False)
+    if checkpoint is None or os.path.abspath(checkpoint) != os.path.abspath(folder):
+        return None
+    return checkpoint
 
 
 def _model_dir_of(config: str) -> str:

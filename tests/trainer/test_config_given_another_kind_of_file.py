@@ -145,3 +145,11 @@ def test_the_config_a_run_saved_beside_its_steps_still_loads(here):
     write(f"run/{TRACKER_FILE}", "4")
     write(f"run/global_step_4/{MANIFEST_FILE}", json.dumps(MANIFEST))
     refuse_other_kind(SFTConfig, write("run/config.yaml", "model:\n  path: m\n"))
+
+
+def test_a_config_below_a_dir_holding_an_unrelated_manifest_still_loads(here):
+    """Was: any config under a dir holding a manifest.json (a project's, a dataset's) or a
+    trainer_state.json, however far up, was "a file of the checkpoint ."."""
+    write(MANIFEST_FILE, json.dumps({"name": "my project"}))
+    write("trainer_state.json", "{}")
+    refuse_other_kind(SFTConfig, write("configs/sft.yaml", "model:\n  path: m\n"))

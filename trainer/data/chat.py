@@ -425,8 +425,8 @@ def _with_reasoning_as_served(turn: dict) -> dict:
     reads only `reasoning_content`, so a row collected from vLLM trained its replies without
     their reasoning, and the check for reasoning a template drops missed it."""
     reasoning = turn.get("reasoning")
-    if reasoning is None:
-        reasoning = turn.get("reasoning_content")
+    if reasoning is None or (isinstance(reasoning, str) and not reasoning.strip()):
+        reasoning = turn.get("reasoning_content", reasoning)  # a blank one hides none
     if turn["role"] != "assistant" or reasoning is None:
         return turn
     return {**turn, **dict.fromkeys(_REASONING_KEYS, reasoning)}

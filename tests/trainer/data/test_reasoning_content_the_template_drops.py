@@ -111,3 +111,12 @@ def test_content_advice_names_reasoning_content_only_where_the_template_renders_
         sft_rows(hermes, tmp_path / "sft.jsonl", [chat])
     line = str(err.value)
     assert "into a turn of its own" in line and "reasoning_content" not in line
+
+
+@pytest.mark.parametrize("blank", ["", "  \n"])
+def test_a_blank_reasoning_key_hides_no_reasoning_content(tmp_path, blank):
+    """Was: `reasoning: ""` beside a reasoning_content was handed on as the reasoning, so
+    Qwen3 trained an empty `<think>` block and the check saw nothing left out."""
+    qwen3 = qwen_tokenizer("qwen3")
+    (example,) = sft_rows(qwen3, tmp_path / "sft.jsonl", [[USER, {**REPLY, "reasoning": blank}]])
+    assert REASONING in trained_text(qwen3, example)
