@@ -10,7 +10,7 @@ that message asked, it was refused as a template that "does not render them".
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     USER,
     calling,
     grpo_prompt_ids,

@@ -26,13 +26,27 @@ from trainer.grpo.data import load_rl_prompts
 from trainer.tiny import build_tokenizer
 
 TOOLS = {"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "3"}}}
-TOOL_ROWS = {  # extra_info of verl's tool and interaction tables, and the key refused
+NAMED = "'calc_gsm8k_reward', each a tool verl offers the policy; "
+TOOL_ROWS = {  # extra_info of verl's tool and interaction tables, and what the refusal says
     "need_tools_kwargs": (
         {"need_tools_kwargs": True, "tools_kwargs": TOOLS},
         "need_tools_kwargs is True",
     ),
-    "tools_kwargs": ({"tools_kwargs": TOOLS}, "tools_kwargs"),
-    "tools_kwargs as text": ({"tools_kwargs": json.dumps(TOOLS)}, "tools_kwargs"),
+    "tools_kwargs": ({"tools_kwargs": TOOLS}, f"tools_kwargs: it names {NAMED}"),
+    "tools_kwargs as text": (
+        {"tools_kwargs": json.dumps(TOOLS)},
+        f"tools_kwargs: it names {NAMED}",
+    ),
+    # verl offers each key of tools_kwargs, whatever its kwargs hold
+    "a tool taking no kwargs": (
+        {"tools_kwargs": '{"code_interpreter": {}}'},
+        "tools_kwargs: it names 'code_interpreter', each a tool verl offers the policy; ",
+    ),
+    "a tool of null kwargs": (
+        {"need_tools_kwargs": 0, "tools_kwargs": {"calc_gsm8k_reward": {"create_kwargs": None}}},
+        f"tools_kwargs: it names {NAMED}",
+    ),
+    "tools_kwargs of other text": ({"tools_kwargs": "calc_gsm8k_reward"}, "tools_kwargs: multi"),
     "interaction_kwargs": ({"interaction_kwargs": {"query": "q"}}, "interaction_kwargs"),
     "need_tools_kwargs 1": ({"need_tools_kwargs": 1}, "need_tools_kwargs is 1"),  # verl: truthy
     "need_tools_kwargs text": ({"need_tools_kwargs": "true"}, "need_tools_kwargs is 'true'"),
@@ -43,8 +57,7 @@ NOTHING = [  # extra_info asking for no tool
     {"tools_kwargs": "{}", "interaction_kwargs": "null"},
     {"tools_kwargs": {"calc_gsm8k_reward": None}},  # a parquet struct unified across rows
     {"tools_kwargs": '{"calc_gsm8k_reward": null}'},  # the same as text (over 16 characters)
-    {"tools_kwargs": '{"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": null}}}'},
-    {"need_tools_kwargs": 0, "tools_kwargs": '{"calc_gsm8k_reward": {}}'},
+    {"tools_kwargs": '{"calc_gsm8k_reward": null, "code_interpreter": null}'},
 ]
 
 
@@ -82,8 +95,9 @@ def test_a_tool_or_interaction_row_is_refused_naming_file_row_and_key(tmp_path, 
     )
     where = f"{path}:1" if suffix == ".jsonl" else f"{path} row 1"
     for said in _refusals(path, tmp_path, good):
-        assert said.startswith(f"{where}: extra_info.{key}: multi-turn tool/interaction")
-        assert "not supported" in said and "\n" not in said
+        assert said.startswith(f"{where}: extra_info.{key}"), said
+        assert "multi-turn tool/interaction rollouts are not supported" in said
+        assert "\n" not in said
 
 
 @pytest.mark.parametrize("extra_info", NOTHING)

@@ -54,6 +54,7 @@ from trainer.data.chat_as_text import chat_written_as_text
 from trainer.data.chat_call_arguments import served_arguments, with_parsed_arguments
 from trainer.data.chat_call_repairs import unrenderable_call_turn, with_text_arguments
 from trainer.data.chat_columns import ChatColumns, no_chat_columns
+from trainer.data.chat_content_parts import with_content_as_served
 from trainer.data.empty_cells import holds_nothing
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 from trainer.data.verl_turns import (
@@ -440,18 +441,28 @@ def _check_tool_calls(number: int, turn: dict) -> None:
     null, `[]`, `{}`, blank text, '[]' as text) is no calls, as a template column holding
     nothing is: exports write "" for "none" on plain replies. A call with no function name
     (`[{}]`) is refused too: there is no call the model could learn to make, and templates
-    trained it as nothing (DeepSeek-R1's) or as `{ "name": ""}` (Hermes')."""
+    trained it as nothing (DeepSeek-R1's) or as `{ "name": ""}` (Hermes'). So are
+    arguments vLLM fails the request on (`served_arguments`: JSON text nested deeper than
+    Python's parser goes): they trained as text, a call no served model is shown."""
     calls = turn.get("tool_calls")
     if holds_nothing(calls):
         return
     if _is_call_list(calls):
         for at, call in enumerate(calls, 1):
-            name = _function_of(call).get("name")
+            function = _function_of(call)
+            name = function.get("name")
             if not isinstance(name, str) or not name.strip():
                 raise ChatFormatError(
                     f"turn {number} ({turn.get('role')!r}): tool call {at} has no function"
                     f" name (each call is {{function: {{name, arguments}}}}), found"
                     f" {cut_to(repr(call), 80)}"
+                )
+            if served_arguments(function.get("arguments")) is None:
+                raise ChatFormatError(
+                    f"turn {number} ({turn.get('role')!r}): tool call {at} ({name!r}) has"
+                    " arguments nested deeper than Python's JSON parser reads, on which vLLM"
+                    " fails the request (it would train as text no served model is shown);"
+                    f" store them nested less deeply, found {cut_to(repr(call), 80)}"
                 )
         return
     found = (
@@ -655,19 +666,22 @@ def chat_ids(
 def _rendered_as_served(
     tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
 ) -> str:
-    """`_rendered` of `turns` with their calls' JSON-text object arguments parsed, as vLLM
-    serves them (`with_parsed_arguments`). A template that raises on such arguments as an
-    object but renders them as text (DeepSeek-R1-Distill's joins them to text) renders the
-    text as the row gives it: such a template takes arguments as text alone."""
-    served = with_parsed_arguments(turns)
+    """`_rendered` of `turns` as vLLM serves them: each content in the form vLLM hands the
+    template (`with_content_as_served`: Gemma 3's is given parts, a null content as none),
+    their calls' JSON-text object arguments parsed (`with_parsed_arguments`). A template
+    that raises on such arguments as an object but renders them as text (DeepSeek-R1-
+    Distill's joins them to text) renders the text as the row gives it: such a template
+    takes arguments as text alone."""
+    as_given = with_content_as_served(turns, tokenizer.get_chat_template())
+    served = with_parsed_arguments(as_given)
     try:
         return _rendered(tokenizer, served, limit, add_generation_prompt)
     except MfsdpError:
         raise
     except Exception:
-        if served == turns:
+        if served == as_given:
             raise
-        return _rendered(tokenizer, turns, limit, add_generation_prompt)
+        return _rendered(tokenizer, as_given, limit, add_generation_prompt)
 
 
 def _render_or_none(
@@ -833,26 +847,15 @@ def _refuse_calls_left_out(
 ) -> None:
     """The ChatFormatError of `refuse_unrendered_tool_calls` for turn `index`. Where the
     template renders its calls once the turn is stored otherwise, the remedy is storing it
-    so, not another template: its calls' arguments as objects where they are text that is
-    no JSON object (JSON text of one is served parsed; vLLM's Gemma 3 pythonic example
-    wrote other text one character an argument), its content null where it is empty
-    (DeepSeek-R1-Distill's writes a turn's calls only where its content is null, as
-    OpenAI's API writes a turn that only calls tools), and its arguments as JSON text too
-    where that template is given them as objects, which it joins to text."""
+    so, not another template: its content null where it is empty (DeepSeek-R1-Distill's
+    writes a turn's calls only where its content is null, as OpenAI's API writes a turn
+    that only calls tools), and its arguments as JSON text too where that template is given
+    them as objects, which it joins to text. (Text arguments reach the template as vLLM
+    serves them, an object: `served_arguments`.)"""
     turn = turns[index]
-    as_objects = {
-        **turn,
-        "tool_calls": [_text_arguments_as_object(call) for call in turn["tool_calls"]],
-    }
     empty = isinstance(turn["content"], str) and not turn["content"].strip()
     chat = (tokenizer, turns, index, limit, add_generation_prompt)
-    if as_objects != turn and _renders_calls(*chat, as_objects):
-        why = (
-            "as their arguments are text that is no JSON object (the calls would be left"
-            ' out); store each call\'s arguments as an object ({"city": "Oslo"}): the template'
-            " renders them so"
-        )
-    elif empty and _renders_calls(*chat, {**turn, "content": None}):
+    if empty and _renders_calls(*chat, {**turn, "content": None}):
         why = (
             f"as its content is {turn['content']!r} (the calls would be left out); write"
             " the content as null, as OpenAI's API writes a turn that only calls tools: the"
@@ -891,19 +894,6 @@ def _renders_calls(
         tokenizer, [*turns[:index], turn, *turns[index + 1 :]], limit, add_generation_prompt
     )
     return probe is not None and index not in probe.calls_left_out
-
-
-def _text_arguments_as_object(call: dict) -> dict:
-    """`call` with text arguments vLLM does not serve (`served_arguments`: nested deeper
-    than the parser goes; others are served as an object) given as an object holding them,
-    to ask whether the template renders objects."""
-    function = call.get("function")
-    inner = function if isinstance(function, dict) else call
-    arguments = inner.get("arguments")
-    if not isinstance(arguments, str) or served_arguments(arguments) is not None:
-        return call
-    inner = {**inner, "arguments": {"arguments": arguments}}
-    return {**call, "function": inner} if isinstance(function, dict) else inner
 
 
 def refuse_unrendered_turns(
@@ -1264,7 +1254,7 @@ def _calls_shape(calls: Any) -> tuple:
         inner = _function_of(call)
         arguments = inner.get("arguments")
         served = served_arguments(arguments)
-        kind = f"{type(arguments).__name__}, served {'not' if served is None else bool(served)}"
+        kind = f"{type(arguments).__name__}, served {bool(served)}"
         shape.append((tuple(call), tuple(inner), kind, bool(arguments)))
     return tuple(shape)
 
@@ -1284,10 +1274,9 @@ def _probe_call(call: dict, number: int) -> tuple[dict, tuple[str, ...]]:
         marker = _CALL_ARGUMENT.format(number)
         markers.append(marker)
         probed = {marker: marker}
-        if isinstance(arguments, dict):
-            inner["arguments"] = probed
-        else:  # JSON text of an object, in the form given; text vLLM fails on stays text
-            inner["arguments"] = json.dumps(probed) if served else marker
+        # an object, or JSON text of one in the form given (`checked_turns` refused other
+        # text holding a value)
+        inner["arguments"] = probed if isinstance(arguments, dict) else json.dumps(probed)
     probed_call = {**call, "function": inner} if isinstance(function, dict) else inner
     return probed_call, tuple(markers)
 

@@ -9,8 +9,9 @@ with `"arguments": "{\\"city\\": \\"Oslo\\"}"`, a quoted string the model then l
 emit and vLLM's tool parsers returned as a string. Arguments that hold no object (null,
 missing, "", text that is not JSON, JSON of another type: "[1, 2]", "\\"Oslo\\"") vLLM serves
 as `{}`, so they train and prompt as `{}` too: kept as text, a row trained
-`"arguments": ""`, which the served model never sees. Only text `json.loads` fails on
-otherwise (nested deeper than its parser goes), on which vLLM fails the request, stays text.
+`"arguments": ""`, which the served model never sees. Text `json.loads` fails on otherwise
+(nested deeper than its parser goes), on which vLLM fails the request, is refused
+(`checked_turns`): kept as text, it trained a call no served model is shown.
 """
 
 from __future__ import annotations

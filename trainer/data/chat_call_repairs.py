@@ -1,12 +1,13 @@
 """What a template that raises on a chat's tool-calling turn takes instead.
 
-Templates differ in the form of a calling turn they accept: Gemma 3's (vLLM's pythonic
-example) raises "Invalid content type" on a null content, which OpenAI's API writes for a
-turn that only calls tools, and renders "" ; DeepSeek-R1-Distill's joins a call's arguments
-to text and raises TypeError on an object, the form other templates need. Such a row was
-refused with the template's own message, naming no turn and no remedy. Here the row is
-rendered once more in the other form, only where it failed, and where that renders the
-refusal names the turn and the form to store.
+Templates differ in the form of a calling turn they accept: one may raise on a null
+content, which OpenAI's API writes for a turn that only calls tools, and render "" (vLLM
+hands a null content to a template reading text as "", to one reading parts, Gemma 3's,
+as no parts: `chat_content_parts`, so only the first kind gets here); DeepSeek-R1-Distill's
+joins a call's arguments to text and raises TypeError on an object, the form other
+templates need. Such a row was refused with the template's own message, naming no turn and
+no remedy. Here the row is rendered once more in the other form, only where it failed, and
+where that renders the refusal names the turn and the form to store.
 """
 
 from __future__ import annotations

@@ -4,11 +4,14 @@ row and key: they trained as a silently different task.
 - Tool and interaction rows (verl's gsm8k_multiturn_w_tool / _w_interaction tables):
   `extra_info.need_tools_kwargs` true as verl reads it (any truthy value: `1` and the
   text "true" too, but text saying false, `FALSE_TEXTS` in any case, is false as its
-  writer meant: verl trains such a row without tools, its flag alone only warned), or a
-  `tools_kwargs` / `interaction_kwargs` holding a value. Their
-  system prompt asks the policy to call a tool it is never offered: the rollout here is
-  single-turn, as the refusal of verl's `multi_turn.*` keys says (docs/verl.md). False,
-  null and empty values (`holds_nothing`, a dict of nothing too) ask for nothing. An
+  writer meant: verl trains such a row without tools, its flag alone only warned), a
+  `tools_kwargs` naming a tool (`_tools_named`: verl offers the policy each of its keys,
+  `{"code_interpreter": {}}` a tool taking no kwargs), or an `interaction_kwargs` holding a
+  value. Their system prompt asks the policy to call a tool it is never offered: the
+  rollout here is single-turn, as the refusal of verl's `multi_turn.*` keys says
+  (docs/verl.md). False, null and empty values (`holds_nothing`; an interaction's dict of
+  nothing too, and a tools_kwargs whose every key is null: a parquet struct unified across
+  rows gives a row each tool any row names) ask for nothing. An
   `extra_info` written as JSON text or a parquet map is read as the dict it holds for this
   check: verl stops on either (`checked_extra_info` refuses it), but changing its form
   would not make such a row train, so it is refused as the tool row it is.
@@ -35,6 +38,7 @@ to be refused for its tools next.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -42,8 +46,8 @@ from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.storage.unique_json import too_many_containers
 from trainer.data.empty_cells import JSON_TEXT_MAX, MAX_DEPTH, holds_nothing
 
-# extra_info keys verl's tool and interaction rollouts read; a value in one needs them
-TOOL_KEYS = ("tools_kwargs", "interaction_kwargs")
+# the extra_info keys verl's tool and interaction rollouts read
+TOOLS_KEY, INTERACTION_KEY = "tools_kwargs", "interaction_kwargs"
 # need_tools_kwargs written as text meaning false (lower-cased, stripped)
 FALSE_TEXTS = frozenset({"false", "0", "no", "off"})
 # the column verl's agent-loop rollout picks a row's loop by, and the loop that is the
@@ -121,19 +125,45 @@ def _tool_key(extra_info: dict | None) -> str | None:
     if extra_info is None:
         return None
     flag = extra_info.get("need_tools_kwargs")
-    held = [key for key in TOOL_KEYS if not holds_nothing(extra_info.get(key), nested=True)]
+    tools = _tools_named(extra_info.get(TOOLS_KEY))
+    named = ""
     if _flag_set(flag):
         what = f"need_tools_kwargs is {cut_to(repr(flag), 40)}"
-    elif held:
-        what = held[0]
+    elif tools is None or tools:
+        what = TOOLS_KEY
+        if tools:
+            names = ", ".join(cut_to(repr(tool), 40) for tool in tools[:3])
+            more = f" and {len(tools) - 3} more" if len(tools) > 3 else ""
+            named = f"it names {names}{more}, each a tool verl offers the policy; "
+    elif not holds_nothing(extra_info.get(INTERACTION_KEY), nested=True):
+        what = INTERACTION_KEY
     else:
         return None
     return (
-        f"extra_info.{what}: multi-turn tool/interaction rollouts are not supported (the"
+        f"extra_info.{what}: {named}multi-turn tool/interaction rollouts are not supported (the"
         " rollout here is single-turn: the policy would be asked to use tools it is never"
         " offered, as verl's multi_turn.* keys are refused); drop the row's tools_kwargs,"
         " interaction_kwargs and need_tools_kwargs, and any prompt text asking for a tool"
     )
+
+
+def _tools_named(tools_kwargs: Any) -> list[str] | None:
+    """The tools verl's tool rollout offers for a row's `tools_kwargs`: the keys of the dict
+    it holds (`_as_mapping`: JSON text of one, a parquet map, as for `extra_info`), each
+    tool's kwargs whatever they hold: verl's rollout builds the tool list from the keys
+    alone, so `{"code_interpreter": {}}` offers a tool that takes no kwargs (read as
+    "nothing", such a row trained single-turn, its prompt asking for a tool never given).
+    A key whose value is null (None, NaN) names none: a parquet struct unified across rows
+    gives a row every tool any row names, null where it names none. None for a value that
+    is no dict yet holds something (`holds_nothing`): no tool's name can be read from it."""
+    mapping = _as_mapping(tools_kwargs)
+    if mapping is None:
+        return [] if holds_nothing(tools_kwargs) else None
+    return [
+        str(key)
+        for key, kwargs in mapping.items()
+        if not (kwargs is None or (isinstance(kwargs, float) and math.isnan(kwargs)))
+    ]
 
 
 def _flag_set(flag: Any) -> bool:

@@ -3,8 +3,10 @@ refused naming the turn and the form it takes.
 
 Was: DeepSeek-R1-Distill's template, given a call's arguments as an object (the form the
 refusals advise for other templates), failed with the raw "TypeError: can only concatenate
-str (not "dict") to str"; Gemma 3's, given OpenAI's null content of a turn that only calls
-tools, with "TemplateError: Invalid content type": neither named a turn or a remedy.
+str (not "dict") to str"; a template taking no null content, given OpenAI's null content
+of a turn that only calls tools, with "TemplateError: Invalid content type": neither named
+a turn or a remedy. (Gemma 3's is handed a null content as vLLM hands it, no parts:
+tests/trainer/data/test_content_handed_as_vllm_hands_it.py.)
 """
 
 import json
@@ -12,7 +14,7 @@ import json
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     ANSWER,
     CALL,
     RESULT,
@@ -56,15 +58,30 @@ def test_r1_distill_empty_content_and_object_arguments_get_both_remedies(tmp_pat
     assert "use a template" not in line
 
 
-def test_gemma_says_to_write_an_empty_content_for_null(tmp_path):
-    gemma = qwen_tokenizer("vllm_gemma3_pythonic")
+# a template (of vLLM's "string" content format) that takes no null content, and renders
+# each call after the content
+NO_NULL = (
+    "{% for message in messages %}{% if message['content'] is none %}"
+    "{{ raise_exception('Invalid content type') }}{% endif %}"
+    "<{{ message['role'] }}>{{ message['content'] }}"
+    "{% for call in message.tool_calls or [] %}"
+    "[{{ call.function.name }} {{ call.function.arguments | tojson }}]{% endfor %}"
+    "</{{ message['role'] }}>{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def test_a_null_content_a_template_does_not_take_says_to_write_an_empty_one(tmp_path):
+    """vLLM hands such a template "" for a null content: the refusal says to store that."""
+    tokenizer = qwen_tokenizer("qwen2_5_instruct")
+    tokenizer.chat_template = NO_NULL
     with pytest.raises(ChatFormatError) as err:
-        sft_rows(gemma, tmp_path / "sft.jsonl", [[USER, calling(None), RESULT, ANSWER]])
+        sft_rows(tokenizer, tmp_path / "sft.jsonl", [[USER, calling(None), RESULT, ANSWER]])
     line = str(err.value)
     assert "sft.jsonl:1: turn 2, role 'assistant': " in line and "Invalid content type" in line
     assert "takes no null content" in line and "write the content as ''" in line
-    (example,) = sft_rows(gemma, tmp_path / "ok.jsonl", [[USER, calling(""), RESULT, ANSWER]])
-    assert '[get_weather(city="Oslo")]' in trained_text(gemma, example)
+    (example,) = sft_rows(tokenizer, tmp_path / "ok.jsonl", [[USER, calling(""), RESULT, ANSWER]])
+    assert '[get_weather {"city": "Oslo"}]' in trained_text(tokenizer, example)
 
 
 def test_a_template_raising_otherwise_keeps_its_own_message(tmp_path):

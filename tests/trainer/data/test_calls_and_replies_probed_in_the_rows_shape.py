@@ -18,7 +18,7 @@ train; each was misjudged once the probe gave every turn's content a marker.
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     ANSWER,
     USER,
     calling,

@@ -16,7 +16,7 @@ arguments (Hermes'). The expected `{}` forms are read off `_postprocess_messages
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     ANSWER,
     RESULT,
     USER,
@@ -25,7 +25,9 @@ from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out impo
     sft_rows,
     trained_text,
 )
+from trainer.data.chat import ChatFormatError
 from trainer.data.chat_call_arguments import served_arguments
+from trainer.grpo.data import RLDataError
 
 OBJECT = {"city": "Oslo", "days": [1, 2], "units": {"temp": "C"}}
 TEXT = '{"city": "Oslo", "days": [1, 2], "units": {"temp": "C"}}'
@@ -132,6 +134,26 @@ def test_text_vllm_fails_on_is_not_served():
     """vLLM catches only JSONDecodeError: text nested deeper than the parser goes fails."""
     assert served_arguments('{"a": ' * 100_000 + "1" + "}" * 100_000) is None
     assert served_arguments("[" * 100_000) is None
+
+
+DEEP = '{"a": ' * 100_000 + "1" + "}" * 100_000  # past the parser's recursion limit
+
+
+@pytest.mark.parametrize("name", ["vllm_hermes", "qwen2_5_instruct"])
+def test_arguments_vllm_fails_on_are_refused_naming_row_turn_and_call(tmp_path, name):
+    """Was: the text trained as it is (Hermes: `"arguments": "{\\"a\\": ...`), a call no
+    served model is shown: vLLM fails the request on it."""
+    tokenizer = qwen_tokenizer(name)
+    deep = {"type": "function", "function": {"name": "get_weather", "arguments": DEEP}}
+    turns = [USER, calling(None, [AS_TEXT, deep]), RESULT]
+    with pytest.raises(ChatFormatError) as err:
+        sft_rows(tokenizer, tmp_path / "sft.jsonl", [[*turns, ANSWER]])
+    line = str(err.value)
+    assert "sft.jsonl:1: 'messages': turn 2 ('assistant'): tool call 2 ('get_weather')" in line
+    assert "nested deeper than Python's JSON parser reads" in line and "\n" not in line
+    assert len(line) < 600
+    with pytest.raises(RLDataError, match=r"rl.jsonl:1: .*turn 2 \('assistant'\): tool call 2 "):
+        grpo_prompt_ids(tokenizer, tmp_path / "rl.jsonl", turns)
 
 
 def test_text_of_an_object_is_parsed_as_json_reads_it():

@@ -9,7 +9,7 @@ that Mistral's template drops was "left out of the training text", of a prompt.
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     USER,
     grpo_prompt_ids,
     sft_rows,

@@ -16,7 +16,7 @@ reasoning vLLM renders, and the refusal above did not look at it.
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     USER,
     grpo_prompt_ids,
     sft_rows,

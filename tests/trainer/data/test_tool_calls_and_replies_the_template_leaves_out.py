@@ -17,44 +17,18 @@ import json
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from trainer.config import DataConfig
+from tests.support.tool_call_chats import (
+    ANSWER,
+    CALL,
+    RESULT,
+    USER,
+    calling,
+    grpo_prompt_ids,
+    sft_rows,
+    trained_text,
+)
 from trainer.data.chat import ChatFormatError, row_limit, tokenize_chat
-from trainer.data.sft_dataset import load_sft_splits
-from trainer.grpo.config import RLDataConfig
-from trainer.grpo.data import RLDataError, load_rl_prompts
-
-CALL = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
-USER = {"role": "user", "content": "Weather in Oslo?"}
-RESULT = {"role": "tool", "name": "get_weather", "content": "20"}
-ANSWER = {"role": "assistant", "content": "It is 20 degrees."}
-
-
-def calling(content, calls=(CALL,)):
-    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return str(path)
-
-
-def sft_rows(tokenizer, path, chats):
-    files = [write_jsonl(path, [{"messages": chat} for chat in chats])]
-    train, _ = load_sft_splits(DataConfig(train_files=files, max_length=1024), tokenizer, 0, False)
-    return train
-
-
-def grpo_prompt_ids(tokenizer, path, prompt):
-    row = {"prompt": prompt, "reward_model": {"ground_truth": "7"}}
-    files = [write_jsonl(path, [row])]
-    table, _ = load_rl_prompts(
-        files, RLDataConfig(max_prompt_length=1024), tokenizer, custom_reward=True
-    )
-    return list(table[0].prompt_ids)
-
-
-def trained_text(tokenizer, example):
-    return tokenizer.decode([t for t, m in zip(example.input_ids, example.loss_mask) if m])
+from trainer.grpo.data import RLDataError
 
 
 @pytest.mark.parametrize("calls", [json.dumps([CALL]), ["get_weather"], CALL])

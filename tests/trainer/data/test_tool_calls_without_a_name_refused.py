@@ -8,7 +8,7 @@ a call had no name, so a call left out went unseen).
 import pytest
 
 from tests.support.real_chat_templates import qwen_tokenizer
-from tests.trainer.data.test_tool_calls_and_replies_the_template_leaves_out import (
+from tests.support.tool_call_chats import (
     ANSWER,
     RESULT,
     USER,
