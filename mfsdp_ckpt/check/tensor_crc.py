@@ -10,10 +10,12 @@ are read unchecked), and a failure reads as an object blob's does ("fails its CR
 
 from __future__ import annotations
 
+import copy
 import zipfile
 import zlib
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.decoded_record_crc import BlobRecords
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.zip_crc import first_bad_member
 from mfsdp_ckpt.storage.byte_store import RangeFile
@@ -63,23 +65,26 @@ def check_blob_crcs(reader: CheckpointReader, chunk: Chunk, where: str) -> None:
 
 
 class CrcCheckedReader(CheckpointReader):
-    """A reader whose every chunk read checks the CRC written for the chunk's bytes, for a
-    route that decodes tensors through the reader's own reads (export --verify's whole
-    conversions: a fused QKV or gate/up split, stacked experts, a merged LoRA delta), so
-    each caller is checked without knowing of it. A chunk of raw bytes is read straight
-    into its tensor's memory a window at a time, each window added to its CRC as it lands
-    (read once, never decoded by torch, which checks no CRC); any other blob is checked
-    through zipfile before it is decoded (`check_blob_crcs`) unless `decoded_too` is off
-    (the export's own conversions: that check reads the blob a second time). Memory is
-    the chunk's, as with a plain reader."""
+    """A reader whose every chunk read checks the CRC written for the chunk's bytes, for the
+    export's own reads and --verify's whole conversions (a fused QKV or gate/up split,
+    stacked experts, a merged LoRA delta), so each caller is checked without knowing of it.
+    A chunk of raw bytes is read straight into its tensor's memory a window at a time, each
+    window added to its CRC as it lands (read once, never decoded by torch, which checks no
+    CRC). A blob torch decodes is checked from the bytes torch reads of it
+    (`decoded_record_crc`), in the same read: a record the decoding never read is read on
+    its own only where `decoded_too` (--verify; the export's output holds none of its
+    bytes). A blob stored transformed (compressed by DCP's extensions) is checked through
+    zipfile before it is decoded, where `decoded_too`: that reads it a second time. Memory
+    is the chunk's, as with a plain reader."""
 
     decoded_too = True
 
     @classmethod
     def over(cls, reader: CheckpointReader, *, decoded_too: bool = True) -> CrcCheckedReader:
         """`reader`'s tables, parsed once, shared (no reader changes them) under this
-        class's reads; `decoded_too`: whether a blob torch decodes is checked too, at the
-        cost of a second read of it."""
+        class's reads; `decoded_too`: whether what the decoding does not read of a blob
+        (a record it skips, a blob stored transformed) is checked too, by a read of its
+        own."""
         checked = cls.__new__(cls)
         vars(checked).update(vars(reader))
         checked.decoded_too = decoded_too
@@ -88,12 +93,34 @@ class CrcCheckedReader(CheckpointReader):
     def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
         payload = self.raw_payload(entry, chunk)
         where = f"{self.root / (chunk.file or '?')} [{entry.name}]"
-        if payload is None or chunk.file is None:
+        if chunk.file is None:
+            return super().read_chunk(entry, chunk)
+        if payload is None:
+            return self._read_decoded(entry, chunk, chunk.file, where)
+        with tensor_memory(where, chunk.numel * entry.dtype.itemsize, "reading this chunk"):
+            return self._read_raw(entry, chunk, chunk.file, PayloadCrc(payload, where))
+
+    def _read_decoded(
+        self, entry: TensorEntry, chunk: Chunk, file: str, where: str
+    ) -> torch.Tensor:
+        """A chunk torch decodes, read through a store that hands each read of its blob to
+        the blob's records (`BlobRecords`), whose CRCs are checked once it is decoded."""
+        blob = RangeFile(self.store, file, chunk.file_offset, chunk.length)
+        try:
+            records = None if chunk.transforms else BlobRecords(blob, where)
+        except (CheckpointFormatError, zipfile.BadZipFile, ValueError, EOFError):
+            records = None  # no archive to watch: the decoding names what it is
+        if records is None:
             if self.decoded_too:
                 check_blob_crcs(self, chunk, where)
             return super().read_chunk(entry, chunk)
-        with tensor_memory(where, chunk.numel * entry.dtype.itemsize, "reading this chunk"):
-            return self._read_raw(entry, chunk, chunk.file, PayloadCrc(payload, where))
+        watched = copy.copy(self)  # a store of its own: other threads read through `self`
+        watched.store = records.watching(self.store)
+        value = CheckpointReader.read_chunk(watched, entry, chunk)
+        failed = records.first_bad(unread_too=self.decoded_too)
+        if failed is not None:
+            raise crc_failure(where, failed)
+        return value
 
     def _read_raw(
         self, entry: TensorEntry, chunk: Chunk, file: str, crc: PayloadCrc

@@ -139,7 +139,9 @@ def reading_checked(source: ExportSource) -> ExportSource:
     converted whole (a fused QKV or gate/up split, stacked experts, a LoRA adapter or
     merge) has each raw record read once into memory and checked against the CRC
     torch.save wrote for it as it lands, as a streamed one is (`export_stream`); a blob
-    torch decodes is not checked (that would read it twice; --verify does)."""
+    torch decodes is checked from the bytes torch reads of it, in the same read
+    (`decoded_record_crc`); what the decoding does not read of a blob is not read again
+    for it (--verify does)."""
     return replace(source, reader=CrcCheckedReader.over(source.reader, decoded_too=False))
 
 

@@ -589,25 +589,26 @@ def _dcp_places(step: Path) -> list[Path]:
 
 def linked_out_part(step: Path) -> Path | None:
     """The first part of step dir `step` that a reader of the step follows and that is a
-    link leading out of it, or None: a role dir, a `model/` or `dist_ckpt/` (under the
-    step or a role; mfsdp's step, its manifest there, is read from its `dist_ckpt/` alone),
-    or a file a DCP reader opens by its name (`_READ_DCP_FILES`; Megatron's iter_N/ holds
-    its DCP files itself, with `_READ_MEGATRON_FILES`). Found by `leads_out`, so nothing
-    outside is looked at, whatever lies at the link's target (a valid DCP there changes
-    nothing): reading the step refuses the link, so no list offers the step and no resume
-    picks it. Any other entry (a README linked in) is never opened by a reader and counts
-    for nothing: a note linked into the newest step hid it from every list.
+    link leading out of it, or None: a role dir, a `model/` or `dist_ckpt/` (under the step
+    or a role; mfsdp's step, its manifest there, is read from its `dist_ckpt/` alone), or a
+    file a DCP reader opens (`.metadata` and every data file, `_is_read_dcp_file`;
+    Megatron's iter_N/ holds its DCP files itself, with `_READ_MEGATRON_FILES`). Found by
+    `leads_out`, so nothing outside is looked at, whatever lies at the link's target (a
+    valid DCP there changes nothing): reading the step refuses the link, so no list offers
+    the step and no resume picks it. Any other entry (a README linked in) is never opened by
+    a reader and counts for nothing: a note linked into the newest step hid it from every
+    list.
 
-    Each part is one `lstat` by its name, and only one found to be a link is walked
-    (`_part_kind`); no DCP dir is listed. `list_complete_steps` asks this of every step of
-    a run, so a run of thousands of steps costs a few lstat per step: a listing of each
-    DCP dir and a walk from the root of each place, for every step, made listing a long
-    run's steps take minutes on a shared filesystem, where each file call is a round trip
-    (`test_listing_a_run_of_many_steps_lists_no_step_inside` bounds it). A DCP whose data
-    files other than rank 0's first link out while its `.metadata` stays is refused by
-    reading it ("resolves outside"), not here. The step dir itself may be a link
-    (`confining_dir`: a step moved to another disk is read where it leads); our manifest
-    linked out is named by reading the run (`refuse_manifest_leading_out`)."""
+    Each part is one `lstat` by its name, each DCP dir (one holding a `.metadata`) one
+    listing more (the entries' types tell the links), and only a link is walked
+    (`_part_kind`, `_linked_out_dcp_file`). `list_complete_steps` asks this of every step of
+    a run, so a run of thousands of steps costs a few calls per step: a walk from the root
+    of each place, for every step, made listing a long run's steps take minutes on a shared
+    filesystem, where each file call is a round trip
+    (`test_listing_a_run_of_many_steps_lists_each_dcp_dir_once` bounds it). The step dir
+    itself may be a link (`confining_dir`: a step moved to another disk is read where it
+    leads); our manifest linked out is named by reading the run
+    (`refuse_manifest_leading_out`)."""
     if os.path.lexists(step / MANIFEST_FILE):
         return _our_linked_out_part(step)
     for holder in (step, *(step / role for role in ROLES)):
@@ -629,11 +630,12 @@ def linked_out_part(step: Path) -> Path | None:
     return None
 
 
-# The files of a DCP dir a reader opens by name: the `.metadata` DCP writes last and rank
-# 0's first data file (`__0_0.distcp`, which every save writes); Megatron's torch_dist
-# iter_N/ adds the files megatron-core reads beside them.
-_READ_DCP_FILES = (DCP_METADATA_FILE, "__0_0.distcp")
+# The files of a DCP dir a reader opens beside the `.metadata` DCP writes last: in
+# Megatron's torch_dist iter_N/ the files megatron-core reads, and the data files
+# `.metadata` names, which DCP's file system writers name `__RANK_N.distcp`: every entry so
+# named counts (`_is_read_dcp_file`).
 _READ_MEGATRON_FILES = (LEGACY_COMMON_FILE, TORCH_DIST_MARKER)
+_DCP_DATA_SUFFIX = ".distcp"
 _OUT, _DIR, _FILE = "out", "dir", "file"
 
 
@@ -645,21 +647,48 @@ def _our_linked_out_part(step: Path) -> Path | None:
 
 def _linked_out_dcp(dcp: Path, step: Path, through: bool, megatron: bool) -> Path | None:
     """`dcp` (a place of `step` DCP files may lie) where it links out of `step`, else the
-    first file a reader opens by name in it that does, once it holds a `.metadata`;
-    None for the rest (`through`: as `_part_kind` takes it)."""
+    first file a reader opens in it that does (`_linked_out_dcp_file`); None for the rest
+    (`through`: as `_part_kind` takes it)."""
     kind, through = (_DIR, through) if dcp == step else _part_kind(dcp, step, through)
     if kind == _OUT:
         return dcp
     if kind != _DIR:
         return None
-    names = _READ_DCP_FILES + (_READ_MEGATRON_FILES if megatron else ())
-    for index, name in enumerate(names):
-        found, _ = _part_kind(dcp / name, step, through)
-        if found == _OUT:
-            return dcp / name
-        if index == 0 and found is None:  # no .metadata: no DCP dir a reader opens
-            return None
-    return None
+    return _linked_out_dcp_file(dcp, step, through, megatron)
+
+
+def _linked_out_dcp_file(dcp: Path, step: Path, through: bool, megatron: bool) -> Path | None:
+    """The first file of DCP dir `dcp` (inside `step`) that a reader opens and that links out
+    of `step`, `.metadata` first, then by name; None where none does or `dcp` holds no
+    `.metadata` (no DCP dir a reader opens). Every data file counts, not rank 0's first
+    alone: the reader refuses each one `.metadata` names that leads out, and a step whose
+    `__1_0.distcp` linked out was offered, resumed, and refused when read.
+
+    One lstat of `.metadata`, then, in a DCP dir only, one listing of it: the entries'
+    types tell the links (no stat where the filesystem reports them), and only a link is
+    walked (`leads_out`). A regular file in a DCP dir reached through a link inside the
+    step lies inside it. A DCP dir not to be listed is left for reading it to name."""
+    metadata, _ = _part_kind(dcp / DCP_METADATA_FILE, step, through)
+    if metadata is None:
+        return None
+    if metadata == _OUT:
+        return dcp / DCP_METADATA_FILE
+    try:
+        with os.scandir(dcp) as entries:
+            links = [
+                e.name for e in entries if _is_read_dcp_file(e.name, megatron) and e.is_symlink()
+            ]
+    except OSError:
+        return None
+    links.sort(key=natural_order)
+    return next((dcp / name for name in links if leads_out(dcp / name, step)), None)
+
+
+def _is_read_dcp_file(name: str, megatron: bool) -> bool:
+    """Whether a reader of the DCP dir holding an entry `name` opens it beside its
+    `.metadata`: a data file (`_DCP_DATA_SUFFIX`), and in Megatron's iter_N/ megatron-core's
+    own files. Any other entry (a note linked in) is never opened."""
+    return name.endswith(_DCP_DATA_SUFFIX) or (megatron and name in _READ_MEGATRON_FILES)
 
 
 def _part_kind(path: Path, step: Path, through: bool) -> tuple[str | None, bool]:

@@ -282,39 +282,3 @@ def test_a_dcp_file_a_reader_opens_linked_out_is_never_offered(name, tmp_path):
     (dist_ckpt / name).symlink_to(tmp_path / "outside" / name)
     assert run_steps.list_complete_steps(run) == [1, 2]
     assert run_steps.linked_out_part(run / "global_step_3") == dist_ckpt / name
-
-
-def _counting_stats(monkeypatch) -> list[int]:
-    """A count of the stat calls made (os.stat, os.lstat), kept in its one item."""
-    count = [0]
-    for name in ("stat", "lstat"):
-        real = getattr(os, name)
-
-        def counted(*args, _real=real, **kwargs):
-            count[0] += 1
-            return _real(*args, **kwargs)
-
-        monkeypatch.setattr(os, name, counted)
-    return count
-
-
-STEPS = 200
-
-
-def test_listing_a_run_of_many_steps_lists_no_step_inside(tmp_path, monkeypatch):
-    """Listing a run's complete steps (and resuming it) costs a few stat calls per step,
-    and no step's dirs are listed. Was: each step's DCP dir listed and each place a step's
-    state may lie in walked from the root, for every step of the run."""
-    run = tmp_path / "run"
-    for step in range(1, STEPS + 1):
-        dist_ckpt = run / f"global_step_{step}" / layout.DIST_CKPT_DIR
-        dist_ckpt.mkdir(parents=True)
-        (dist_ckpt.parent / layout.MANIFEST_FILE).write_text("{}")
-        for name in (layout.DCP_METADATA_FILE, "__0_0.distcp", "__1_0.distcp"):
-            (dist_ckpt / name).write_bytes(b"")
-    stats = _counting_stats(monkeypatch)
-    with listings() as listed:
-        assert run_steps.list_complete_steps(run) == list(range(1, STEPS + 1))
-        assert run_steps.resume_step(run) == STEPS
-    assert [path for path in listed if path != str(run)] == []
-    assert stats[0] <= 2 * 10 * STEPS, stats
