@@ -19,6 +19,7 @@ from mfsdp_ckpt.check.report import (
     ERROR,
     NO_HF_CONFIG,
     NOTE,
+    SHAPES_UNCHECKED,
     WARNING,
     ValidationReport,
     error_location,
@@ -26,6 +27,7 @@ from mfsdp_ckpt.check.report import (
 )
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import dir_entries, layout, state_keys
+from mfsdp_ckpt.format.bridge_run_config import missing_run_config
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -486,7 +488,11 @@ def _check_against_recorded_config(
             report.add_error(where, err)
         return
     if derived is None:
-        report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
+        missing = missing_run_config(paths)  # export-hf's line for it, where it is the cause
+        if missing is not None and paths.step_dir is not None:
+            report.add(WARNING, paths.step_dir, f"{missing}; {SHAPES_UNCHECKED}")
+        else:
+            report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
         return
     record = derived
     # more layers than stored: said first as that one fact, as export says it

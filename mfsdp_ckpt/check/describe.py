@@ -19,6 +19,7 @@ from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
+from mfsdp_ckpt.format.bridge_run_config import missing_run_config
 from mfsdp_ckpt.format.dir_entries import children, is_file
 from mfsdp_ckpt.format.folder_step import ShownStep, step_words
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -181,24 +182,65 @@ def describe_optimizer_kind(
     return None if kind is None else asdict(kind)
 
 
+def describe_flat_optimizer(
+    tensors: Mapping[str, TensorEntry], objects: Collection[str]
+) -> dict | None:
+    """Megatron's optimizer state in a flat form (dp_reshardable buffers, a
+    dp_zero_gather_scatter object), found as validate finds it
+    (`optimizer_checks.flat_state_alone`): `form`, `first` (the first key holding it),
+    `states` and `summary` (validate's words). Said as "no optimizer state", it sent users
+    to look for a resume state that is there. None where none is held, or where two model
+    entries leave the weights undecided."""
+    from mfsdp_ckpt.check.optimizer_checks import flat_state_alone
+
+    try:
+        roots = state_keys.state_roots(tensors)
+    except state_keys.AmbiguousStateError:
+        return None
+    flat = flat_state_alone(tensors, roots, objects)
+    if flat is None:
+        return None
+    return {
+        "form": flat.form,
+        "first": flat.first,
+        "states": list(flat.states),
+        "summary": flat.describe(),
+    }
+
+
 def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointReader) -> dict | None:
     """The Hugging Face config export derives from the checkpoint's own record of its model
     (Megatron-LM's args, Megatron-Bridge's run_config.yaml) with export's notes on how it
     was made (a position limit taken from the training length), or why it derives none; None
     when there is no such record, or when the checkpoint holds its own Hugging Face config
-    (Megatron-Bridge's iter_N/hf/), which export reads instead. Read through the
+    (Megatron-Bridge's iter_N/hf/), which export reads instead; a Bridge step without its
+    run_config.yaml is said as export-hf says it (`missing_run_config`). Read through the
     restricted unpickler / safe YAML."""
     from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
 
     own_config = paths.hf_assets is not None and paths.hf_assets.joinpath(HF_CONFIG_FILE).is_file()
-    if own_config or not has_recorded_config(paths, reader):
+    if own_config:
         return None
+    # a Bridge step saved without run_config.yaml: export-hf's and validate's line for it
+    missing = missing_run_config(paths)
+    unrecorded: dict | None = (
+        None
+        if missing is None
+        else {
+            "source": None,
+            "config": None,
+            "problem": f"{paths.step_dir}: {missing}",
+            "notes": [],
+        }
+    )
+    if not has_recorded_config(paths, reader):
+        return unrecorded
     try:
         derived = recorded_config(paths, reader)
     except MfsdpError as err:
         return {"source": None, "config": None, "problem": str(err), "notes": []}
     if derived is None:
-        return None
+        return unrecorded
     return {
         "source": derived.source,
         "config": derived.config,
@@ -337,6 +379,7 @@ def describe_checkpoint(
         )
     ]
     every_tensor = {k: e for each in readers for k, e in each.tensors.items()}
+    object_keys = [k for each in readers for k in each.objects]
     weights = describe_weights(every_tensor)
     readable = weights["problem"] is None  # two model entries: nothing reads the weights
     tensors: list[dict[str, Any]] = []
@@ -386,9 +429,8 @@ def describe_checkpoint(
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
         "weights": weights,
-        "optimizer_kind": describe_optimizer_kind(
-            every_tensor, [k for each in readers for k in each.objects]
-        ),
+        "optimizer_kind": describe_optimizer_kind(every_tensor, object_keys),
+        "flat_optimizer": describe_flat_optimizer(every_tensor, object_keys),
         "megatron_adapter": stored_adapter_summary(reader) if readable else None,
         "mtp": _describe_mtp(reader) if readable else None,
         "value_head": _describe_value_head(paths, reader) if readable else None,
@@ -470,7 +512,8 @@ def format_description(description: dict) -> str:
     lines += [f"            {printable(note)}" for note in (recorded or {}).get("notes", [])]
     if (weights := description.get("weights")) is not None:
         kind = description.get("optimizer_kind")
-        lines.append(f"weights     {printable(_weights_line(weights, kind))}")
+        flat = description.get("flat_optimizer")
+        lines.append(f"weights     {printable(_weights_line(weights, kind, flat))}")
     if description["file_digests"]:
         lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
@@ -540,9 +583,10 @@ def _describe_mtp(reader: CheckpointReader) -> dict | None:
     return None if mtp is None else {**mtp.counts(), "summary": mtp.summary()}
 
 
-def _weights_line(weights: dict, kind: dict | None) -> str:
+def _weights_line(weights: dict, kind: dict | None, flat: dict | None = None) -> str:
     """`app.model.* (27 tensors); optimizer state app.optim.state.* (81 tensors): Adam
-    (exp_avg, exp_avg_sq, step)`; `kind`: the description's `optimizer_kind`."""
+    (exp_avg, exp_avg_sq, step)`; `kind`: the description's `optimizer_kind`, `flat` its
+    `flat_optimizer` (said in validate's words, with the first key holding it)."""
     if weights["problem"] is not None:
         return f"not read: {weights['problem']}"
     entries = weights["entries"]
@@ -557,6 +601,8 @@ def _weights_line(weights: dict, kind: dict | None) -> str:
         if kind is not None:
             state += f": {HeldStates(kind['name'], tuple(kind['states']))}"
         return f"{where}; optimizer state {state}"
+    if flat is not None:
+        return f"{where}; {flat['summary']}, first [{flat['first']}]"
     return f"{where}; no optimizer state"
 
 

@@ -188,7 +188,7 @@ def optimizer_record(
     ):
         return _OptimizerRecord(tied, every=True)
     stems = _group_meta_stems(keys, roots)
-    flat = megatron_flat_optimizer.flat_optimizer_state(keys)
+    flat = _flat_state(keys)
     settings = [key for key in keys if roots.under_optimizer(key)]
     muon = any(key.endswith(_MUON_SETTING) for key in settings)
 
@@ -495,10 +495,13 @@ def optimizer_kind(
 ) -> optimizer_states.HeldStates | None:
     """Which optimizer's state the checkpoint holds, as validate recognises it (inspect
     says the same; `settings`, the keys of its stored non-tensor values, tell Muon's
-    param groups); None when it holds none."""
+    param groups and a dp_zero_gather_scatter object); Megatron's flat-form state named as
+    validate names it where no per-parameter state is held (`flat_state_alone`); None when
+    it holds none."""
     pairs = _pair_states(tensors, roots)
     if not pairs.held:
-        return None
+        flat = flat_state_alone(tensors, roots, settings)
+        return None if flat is None else flat_state_kind(flat)
     muon = any(k.endswith(_MUON_SETTING) and roots.under_optimizer(k) for k in settings)
     return optimizer_states.held_states(pairs.held, _recognised(pairs, tensors, lambda: muon))
 
@@ -617,11 +620,8 @@ def _report_flat_state(
     it is where its buffers' names tell; one warning that it is not per parameter, so
     nothing here checks it against the parameters (which element is whose lies in the
     run's grad-buffer layout, not in the checkpoint)."""
-    kind = optimizer_states.identify(flat.states) if flat.states else None
-    form = f"Megatron {flat.form}, not per parameter"
-    name = f"{kind.name} ({form})" if kind is not None else f"({form})"
     report.has_optimizer_state = True
-    report.optimizer_kind = optimizer_states.HeldStates(name, flat.states)
+    report.optimizer_kind = flat_state_kind(flat)
     report.add(
         WARNING,
         f"[{flat.first}]",
@@ -629,6 +629,38 @@ def _report_flat_state(
         " checkpoint, so it is not checked against the parameters; Megatron-LM's inspector"
         f" leaves it unconverted ({megatron_flat_optimizer.RESAVE})",
     )
+
+
+def flat_state_kind(
+    flat: megatron_flat_optimizer.FlatOptimizerState,
+) -> optimizer_states.HeldStates:
+    """Which optimizer's state a flat form holds, as validate's verdict and inspect name it:
+    `Adam (Megatron dp_reshardable, not per parameter)` where its buffers' names tell the
+    optimizer, `(Megatron dp_zero_gather_scatter, not per parameter)` where they are
+    pickled in one object."""
+    kind = optimizer_states.identify(flat.states) if flat.states else None
+    form = f"Megatron {flat.form}, not per parameter"
+    name = f"{kind.name} ({form})" if kind is not None else f"({form})"
+    return optimizer_states.HeldStates(name, flat.states)
+
+
+def flat_state_alone(
+    tensors: Mapping[str, TensorEntry], roots: state_keys.StateRoots, objects: Collection[str]
+) -> megatron_flat_optimizer.FlatOptimizerState | None:
+    """Megatron's optimizer state in a flat form among the checkpoint's tensors and
+    non-tensor entries (`objects`), where it holds no per-parameter state: the state
+    `check_optimizer` reports then (`_report_flat_state`), so that inspect, told the same
+    keys, says what validate says; None otherwise."""
+    if _pair_states(tensors, roots).held:
+        return None
+    return _flat_state([*tensors, *objects])
+
+
+def _flat_state(keys: Collection[str]) -> megatron_flat_optimizer.FlatOptimizerState | None:
+    """`megatron_flat_optimizer.flat_optimizer_state` of `keys` taken in sorted order, so
+    that its first key is the same whichever order a reader lists them in (validate reads
+    the non-tensor entries first, inspect the tensors)."""
+    return megatron_flat_optimizer.flat_optimizer_state(sorted(keys))
 
 
 def _report_no_state(

@@ -25,7 +25,8 @@ NOTE = "note"  # what was read otherwise and why it is fine: fails nothing, --st
 # as. Any other error, a record value that is no valid value included, is `invalid`.
 VALID, UNSUPPORTED, INVALID = "valid", "unsupported", "invalid"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
-NO_HF_CONFIG = "no Hugging Face config: weight shapes not checked (pass --hf-config DIR)"
+SHAPES_UNCHECKED = "no Hugging Face config: weight shapes not checked"
+NO_HF_CONFIG = f"{SHAPES_UNCHECKED} (pass --hf-config DIR)"
 
 Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
 

@@ -45,7 +45,7 @@ from mfsdp_ckpt.convert.record_agreement import (
 )
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout, state_keys
-from mfsdp_ckpt.format.bridge_run_config import missing_run_config_line
+from mfsdp_ckpt.format.bridge_run_config import missing_run_config
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -107,17 +107,9 @@ def model_dirs_of(*locations: str | os.PathLike | None) -> list[Path]:
 
 def _no_config_message(source: ExportSource, lacking: str = "") -> str:
     paths = source.paths
-    if (
-        not lacking
-        and paths is not None
-        and paths.kind == layout.MEGATRON_BRIDGE
-        and paths.step_dir is not None
-        and paths.run_config is None
-    ):
-        return (
-            f"{paths.step_dir}: {missing_run_config_line(paths.step_dir)}"
-            f"{weights_summary(source.reader.tensors)}"
-        )
+    missing = None if lacking or paths is None else missing_run_config(paths)
+    if missing is not None and paths is not None:
+        return f"{paths.step_dir}: {missing}{weights_summary(source.reader.tensors)}"
     return (
         f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
         " none, nor does the HF Trainer with SHARDED_STATE_DICT; verl keeps it in"

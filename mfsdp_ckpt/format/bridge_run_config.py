@@ -15,7 +15,13 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format.dir_entries import children, is_file
-from mfsdp_ckpt.format.layout import BRIDGE_RUN_CONFIG_FILE, iter_step
+from mfsdp_ckpt.format.layout import (
+    BRIDGE_RUN_CONFIG_FILE,
+    MEGATRON_BRIDGE,
+    CheckpointPaths,
+    iter_step,
+)
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 
 SIBLINGS_LOOKED_AT = 8
 
@@ -54,3 +60,16 @@ def missing_run_config_line(step_dir: Path) -> str:
         f" before it); {copy}pass --hf-config with the Hugging Face model dir the run started"
         " from (config.json, and tokenizer files for AutoTokenizer)"
     )
+
+
+def missing_run_config(paths: CheckpointPaths) -> str | None:
+    """`a Megatron-Bridge step without run_config.yaml ...` (`missing_run_config_line` of
+    `paths.step_dir`) where `paths` is a Bridge step holding no run_config.yaml and no
+    Hugging Face config of its own (`iter_N/hf/`, which export reads instead), else None:
+    the one line export-hf refuses with and validate and inspect say, so that no command
+    calls it "no config" in another layout's words."""
+    if paths.kind != MEGATRON_BRIDGE or paths.step_dir is None or paths.run_config is not None:
+        return None
+    if paths.hf_assets is not None and is_file(paths.hf_assets / HF_CONFIG_FILE):
+        return None
+    return missing_run_config_line(paths.step_dir)

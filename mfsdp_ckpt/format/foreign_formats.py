@@ -15,6 +15,7 @@ takes it (`peft_adapter_line`).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -211,19 +212,19 @@ def _verl_model_beside(dcp: Path) -> str | None:
     holds_weights = is_dir(hf) and looks_like_hf_model(children(hf))
     if not (holds_weights or is_dir(adapter)):
         return None
-    held = _tensors_without_model(dcp)
+    held = _state_without_model(dcp)
     if held is None:
         return None
     what = (
-        f"a Megatron dist_checkpointing (torch_dist) checkpoint holding {held} (no model"
-        " entry in its .metadata), as verl's Megatron save with mbridge and"
-        " use_dist_checkpointing=False (its default) writes"
+        f"a Megatron dist_checkpointing (torch_dist) checkpoint holding {held.tensors} (no"
+        f" model entry in its .metadata){held.alone}, as verl's Megatron save with mbridge"
+        " and use_dist_checkpointing=False (its default) writes"
     )
     if holds_weights:
         return (
             f"{what}: that save keeps its model as Hugging Face files in {hf} (weights"
             f" present there), which is already the export (give model.path={hf}, or load it"
-            " with transformers); mfsdp does not read the optimizer state"
+            f" with transformers){held.unread}"
         )
     return (
         f"{what} for a LoRA run: its adapter is in {adapter} (verl's Megatron LoRA adapter,"
@@ -247,21 +248,42 @@ def verl_v2_mbridge_save(holder: Path) -> tuple[Path, str] | None:
     return None
 
 
-def _tensors_without_model(dcp: Path) -> str | None:
-    """What the DCP in `dcp` holds, in words, where none of its tensors is a model's
-    (`_MODEL_KEY_RE`): "optimizer state only", or "no tensor" (saved without optimizer: its
-    RNG state, or nothing); None where one is, or where it cannot be read (its reader says
-    why). Told from its `.metadata` alone, read bounded and through the restricted
-    unpickler as every DCP is (no data file is opened)."""
+_RNG_STATE_ENTRY = "rng_state"  # megatron-core's ShardedObject of each rank's RNG states
+
+
+@dataclass(frozen=True)
+class _HeldState:
+    """What a torch_dist save holding no model holds, in words: `tensors` ("optimizer state
+    only", or "no tensor"), `alone` (where it holds no tensor: its RNG state, verl's extra
+    state, if saved) and `unread`, the state mfsdp does not read, as the line's tail."""
+
+    tensors: str
+    alone: str
+    unread: str
+
+
+def _state_without_model(dcp: Path) -> _HeldState | None:
+    """What the DCP in `dcp` holds (`_HeldState`), where none of its tensors is a model's
+    (`_MODEL_KEY_RE`): tensors are the optimizer's state, a `rng_state` entry the RNG state
+    (all verl's extra/dist_ckpt holds: said to hold optimizer state, it sent users looking
+    for a state never saved there); None where a tensor is a model's, or where it cannot
+    be read (its reader says why). Told from its `.metadata` alone, read bounded and
+    through the restricted unpickler as every DCP is (no data file is opened)."""
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
     try:
-        tensors = list(CheckpointReader(dcp).tensors)
+        reader = CheckpointReader(dcp)
+        tensors, objects = list(reader.tensors), list(reader.objects)
     except MfsdpError:
         return None
     if any(_MODEL_KEY_RE.match(name) for name in tensors):
         return None
-    return "optimizer state only" if tensors else "no tensor"
+    rng = any(re.split(r"[./]", name, maxsplit=1)[0] == _RNG_STATE_ENTRY for name in objects)
+    unread = [*(["optimizer state"] if tensors else []), *(["RNG state"] if rng else [])]
+    tail = f"; mfsdp does not read the {' or the '.join(unread)}" if unread else ""
+    if tensors:
+        return _HeldState("optimizer state only", "", tail)
+    return _HeldState("no tensor", ", only RNG state (verl's extra state)" if rng else "", tail)
 
 
 def _verl_peft_reader(dcp: Path) -> str | None:

@@ -19,7 +19,6 @@ left out, and the torch_dist refusal can tell the form from the save's `.metadat
 
 from __future__ import annotations
 
-import io
 import json
 
 import torch
@@ -29,48 +28,20 @@ from mfsdp_ckpt.convert.export_source import resolve_source
 from mfsdp_ckpt.format import megatron_flat_optimizer
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import assert_exports_to_source, run_cli
-from tests.support.megatron_checkpoints import (
-    STEP,
-    mcore_weights,
-    megatron_args,
-    megatron_run,
-    save_dcp,
+from tests.support.megatron_checkpoints import STEP, save_dcp
+from tests.support.megatron_flat_optimizer_saves import (
+    BUCKET_KEY,
+    MISFILED,
+    PARAM_STATE,
+    dp_reshardable_converted,
+    dp_zero_gather_scatter_converted,
+    pickled_buckets,
 )
-
-BUCKET = "optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.float32, torch.float32)"
-BUCKET_KEY = f"{BUCKET}.bucket_idx_0"
-MISFILED = f"model.module.{BUCKET_KEY}"  # where the inspector puts the buffers
-PARAM_STATE = "optimizer.distributed.dp_group_idx_0.param_state/shard_0_1"
-
-
-def _flat_buffers(model) -> dict[str, torch.Tensor]:
-    """One bucket holding every weight's elements, per state, as dp_reshardable saves it."""
-    numel = sum(w.numel() for w in mcore_weights(model).values())
-    return {
-        f"module.{BUCKET_KEY}.{state}": torch.full((numel,), 0.25)
-        for state in ("param", "exp_avg", "exp_avg_sq")
-    }
-
-
-def _pickled_buckets() -> io.BytesIO:
-    """dp_zero_gather_scatter's ShardedObject: each bucket's states, saved as one blob."""
-    blob = io.BytesIO()
-    torch.save([{"exp_avg": torch.ones(3), "exp_avg_sq": torch.ones(3)}], blob)
-    blob.seek(0)
-    return blob
-
-
-def _dp_reshardable_converted(tmp_path, model):
-    def optimizer(_adam: dict) -> dict:  # objects only: the buffers sit in the model
-        return {"distributed": {"dp_group_idx_0": {"per_bucket_numel/shard_0_1": [[7]]}}}
-
-    args = megatron_args(model, ckpt_format="torch_dist", optimizer="adam")
-    return megatron_run(tmp_path, model, args, optimizer=optimizer, extra=_flat_buffers(model))
 
 
 def test_dp_reshardable_buffers_are_optimizer_state_not_weights(tmp_path):
     model = tiny_causal_lm("llama", vocab=64)
-    run = _dp_reshardable_converted(tmp_path, model)
+    run = dp_reshardable_converted(tmp_path, model)
     code, stdout, err = run_cli("ckpt", "validate", run, "--json")
     report = json.loads(stdout)
     assert code == 0 and report["verdict"] == "valid", stdout + err
@@ -86,7 +57,7 @@ def test_dp_reshardable_buffers_are_optimizer_state_not_weights(tmp_path):
 
 def test_dp_reshardable_converted_exports_its_weights_saying_what_is_left_out(tmp_path):
     model = tiny_causal_lm("llama", vocab=64)
-    run = _dp_reshardable_converted(tmp_path, model)
+    run = dp_reshardable_converted(tmp_path, model)
     config = tmp_path / "config"
     model.config.save_pretrained(config)
     assert_exports_to_source(model, run, tmp_path / "hf", "--hf-config", config)
@@ -98,12 +69,7 @@ def test_dp_reshardable_converted_exports_its_weights_saying_what_is_left_out(tm
 
 def test_dp_zero_gather_scatter_object_is_named_as_optimizer_state(tmp_path):
     model = tiny_causal_lm("llama", vocab=64)
-
-    def optimizer(_adam: dict) -> dict:
-        return {"distributed": {"dp_group_idx_0": {"param_state/shard_0_1": _pickled_buckets()}}}
-
-    args = megatron_args(model, ckpt_format="torch_dist", optimizer="adam")
-    run = megatron_run(tmp_path, model, args, optimizer=optimizer)
+    run = dp_zero_gather_scatter_converted(tmp_path, model)
     code, stdout, err = run_cli("ckpt", "validate", run, "--json")
     report = json.loads(stdout)
     assert code == 0 and report["has_optimizer_state"] is True, stdout + err
@@ -127,7 +93,7 @@ def test_torch_dist_metadata_tells_the_flat_form(tmp_path):
     note = megatron_flat_optimizer.refusal_note(flat)
     assert "dp_reshardable" in note and "--dist-ckpt-optim-fully-reshardable" in note, note
     gather = save_dcp(
-        {**weights, PARAM_STATE: _pickled_buckets()}, tmp_path / "zero" / "iter_0000001"
+        {**weights, PARAM_STATE: pickled_buckets()}, tmp_path / "zero" / "iter_0000001"
     )
     found = megatron_flat_optimizer.form_in_metadata(gather / ".metadata")
     assert found is not None and found.form == "dp_zero_gather_scatter", found

@@ -17,33 +17,26 @@ import torch
 from safetensors.torch import save_file
 
 from tests.support.interop_layouts import one_error_line, run_cli
-from tests.support.megatron_checkpoints import save_dcp
 from tests.support.paths import FIXTURES
+from tests.support.verl_mbridge_saves import (
+    OPTIMIZER_STATE,
+    PARAM,
+    RNG_STATE,
+    torch_dist,
+    verl_v2_mbridge_step,
+)
 
 MERGER = "verl.model_merger merge --backend megatron"
-_PARAM = "decoder.final_layernorm.weight"
-
-
-_OPTIMIZER = {"optimizer": {"state": {f"exp_avg.{_PARAM}": torch.zeros(4)}}}
-_RNG = {"rng_state/shard_0_1": [{"random_rng_state": (3, (1, 2), None)}]}
 # What verl's dist_ckpt holds, by save: an MoE model's ChainedOptimizer prefixes each of its
 # optimizers' keys with chained_N.; save_contents without optimizer leaves the RNG state
 # (extra) or nothing.
 _SAVED = {
-    "dense": _OPTIMIZER,
-    "moe": {"chained_0": _OPTIMIZER, "chained_1": _OPTIMIZER},
-    "no-optimizer": _RNG,
+    "dense": OPTIMIZER_STATE,
+    "moe": {"chained_0": OPTIMIZER_STATE, "chained_1": OPTIMIZER_STATE},
+    "no-optimizer": RNG_STATE,
     "model-only": {},
 }
 _HELD = {"dense": "optimizer state only", "moe": "optimizer state only"}
-
-
-def _torch_dist(state: dict, dcp: Path) -> None:
-    save_dcp(state, dcp)
-    (dcp / "metadata.json").write_text(
-        json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
-    )
-    torch.save({}, dcp / "common.pt")
 
 
 def _verl_mbridge_step(
@@ -58,8 +51,8 @@ def _verl_mbridge_step(
     actor = run / "global_step_3" / "actor"
     state: dict = dict(_SAVED[saved])
     if model_in_dcp:
-        state[_PARAM] = torch.ones(4)
-    _torch_dist(state, actor / "dist_ckpt")
+        state[PARAM] = torch.ones(4)
+    torch_dist(state, actor / "dist_ckpt")
     hf = actor / "huggingface"
     hf.mkdir()
     shutil.copy2(FIXTURES / "mcore_optim" / "qwen2" / "config.json", hf / "config.json")
@@ -118,41 +111,9 @@ def test_merger_kept_where_it_has_a_model_to_convert(tmp_path, case):
     assert "optimizer state only" not in line, line
 
 
-def _verl_v2_mbridge_step(root: Path, optimizer: bool = True) -> Path:
-    """RUN/global_step_3/actor in verl's v2 layout as its default Megatron save (mbridge)
-    writes it: model/huggingface/ the weights, optimizer/dist_ckpt/ (unless not
-    `optimizer`: save_contents [model, extra]) and extra/dist_ckpt/ torch_dist saves of the
-    optimizer and RNG state, model/dist_ckpt/ empty, ckpt_contents.json (written last)."""
-    run = root / "run"
-    actor = run / "global_step_3" / "actor"
-    if optimizer:
-        _torch_dist(_OPTIMIZER, actor / "optimizer" / "dist_ckpt")
-    _torch_dist(_RNG, actor / "extra" / "dist_ckpt")
-    hf = actor / "model" / "huggingface"
-    hf.mkdir(parents=True)
-    shutil.copy2(FIXTURES / "mcore_optim" / "qwen2" / "config.json", hf / "config.json")
-    save_file({"model.norm.weight": torch.ones(4)}, str(hf / "model.safetensors"))
-    (actor / "model" / "dist_ckpt").mkdir()
-    (actor / "transformer_config.json").write_text(json.dumps({"num_layers": 2}))
-    contents = {
-        "schema_version": 2,
-        "framework": "megatron",
-        "save_contents": ["model", "optimizer", "extra"] if optimizer else ["model", "extra"],
-        "backend": {"has_bridge": True, "use_dist_checkpointing": False, "peft": False},
-        "contents": {
-            "model": {"path": "model/huggingface", "format": "huggingface"},
-            "optimizer": {"path": "optimizer/dist_ckpt", "format": "megatron_dist_checkpoint"},
-        },
-    }
-    (actor / "ckpt_contents.json").write_text(json.dumps(contents))
-    (actor.parent / "data.pt").write_bytes(b"dataloader state")
-    (run / "latest_checkpointed_iteration.txt").write_text("3")
-    return actor
-
-
 @pytest.mark.parametrize("command", ["validate", "export-hf"])
 def test_v2_layout_names_its_hf_model_and_its_optimizer_state(tmp_path, command):
-    actor = _verl_v2_mbridge_step(tmp_path)
+    actor = verl_v2_mbridge_step(tmp_path)
     hf = actor / "model" / "huggingface"
     levels = [*_levels(actor)[:3], actor / "model", actor / "optimizer" / "dist_ckpt"]
     for level in [*levels, actor / "extra" / "dist_ckpt"]:
@@ -169,7 +130,7 @@ def test_v2_layout_names_its_hf_model_and_its_optimizer_state(tmp_path, command)
 
 
 def test_v2_hf_export_names_the_step_not_import_hf(tmp_path):
-    actor = _verl_v2_mbridge_step(tmp_path)
+    actor = verl_v2_mbridge_step(tmp_path)
     hf = actor / "model" / "huggingface"
     code, stdout, err = run_cli("ckpt", "validate", hf)
     assert code == 2, stdout + err
@@ -179,7 +140,7 @@ def test_v2_hf_export_names_the_step_not_import_hf(tmp_path):
 
 
 def test_v2_layout_saved_without_optimizer_names_its_hf_model(tmp_path):
-    actor = _verl_v2_mbridge_step(tmp_path, optimizer=False)
+    actor = verl_v2_mbridge_step(tmp_path, optimizer=False)
     code, stdout, err = run_cli("ckpt", "validate", actor)
     assert code == 2, stdout + err
     line = one_error_line(err)
