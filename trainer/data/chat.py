@@ -54,7 +54,7 @@ from trainer.data.chat_as_text import chat_written_as_text
 from trainer.data.chat_call_arguments import served_arguments, with_parsed_arguments
 from trainer.data.chat_call_repairs import unrenderable_call_turn, with_text_arguments
 from trainer.data.chat_columns import ChatColumns, no_chat_columns
-from trainer.data.chat_content_parts import with_content_as_served
+from trainer.data.chat_content_parts import with_null_content_as_parts
 from trainer.data.empty_cells import holds_nothing
 from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 from trainer.data.verl_turns import (
@@ -666,22 +666,40 @@ def chat_ids(
 def _rendered_as_served(
     tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
 ) -> str:
-    """`_rendered` of `turns` as vLLM serves them: each content in the form vLLM hands the
-    template (`with_content_as_served`: Gemma 3's is given parts, a null content as none),
-    their calls' JSON-text object arguments parsed (`with_parsed_arguments`). A template
-    that raises on such arguments as an object but renders them as text (DeepSeek-R1-
-    Distill's joins them to text) renders the text as the row gives it: such a template
-    takes arguments as text alone."""
-    as_given = with_content_as_served(turns, tokenizer.get_chat_template())
-    served = with_parsed_arguments(as_given)
+    """`_rendered_with_served_arguments` of `turns`, their content as text, as verl hands
+    it to apply_chat_template. A template reading content as parts that raises on that
+    (Gemma 3's on a null content) renders the null contents as vLLM hands them to it
+    (`with_null_content_as_parts`: no parts), so a turn that only calls tools trains and
+    prompts as vLLM serves it; the other contents stay text (given parts, Llama-3.2-
+    Vision's system prompt rendered as the list's repr, Mistral-Small-3.1's assistant turns
+    raised)."""
+    try:
+        return _rendered_with_served_arguments(tokenizer, turns, limit, add_generation_prompt)
+    except MfsdpError:
+        raise
+    except Exception:
+        as_parts = with_null_content_as_parts(turns, tokenizer.get_chat_template())
+        if as_parts is None:
+            raise
+        return _rendered_with_served_arguments(tokenizer, as_parts, limit, add_generation_prompt)
+
+
+def _rendered_with_served_arguments(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
+) -> str:
+    """`_rendered` of `turns` with their calls' JSON-text object arguments parsed, as vLLM
+    serves them (`with_parsed_arguments`). A template that raises on such arguments as an
+    object but renders them as text (DeepSeek-R1-Distill's joins them to text) renders the
+    text as the row gives it: such a template takes arguments as text alone."""
+    served = with_parsed_arguments(turns)
     try:
         return _rendered(tokenizer, served, limit, add_generation_prompt)
     except MfsdpError:
         raise
     except Exception:
-        if served == as_given:
+        if served == turns:
             raise
-        return _rendered(tokenizer, as_given, limit, add_generation_prompt)
+        return _rendered(tokenizer, turns, limit, add_generation_prompt)
 
 
 def _render_or_none(

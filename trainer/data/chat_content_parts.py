@@ -1,23 +1,23 @@
-"""Turns' content in the form vLLM hands it to a chat template: text, or OpenAI's list of
-parts.
+"""A chat's null contents in the form vLLM hands them to a chat template reading content
+as parts, for a chat that template cannot render as text.
 
-vLLM's chat completions read the template before rendering (`_detect_content_format` in
-vllm/renderers/hf.py): one that loops over a turn's content (Gemma 3's `{%- for item in
-message['content'] -%}`) is given every content as a list of parts (its "openai" format),
-`[{"type": "text", "text": ...}]`, and a null content (OpenAI's form of a turn that only
-calls tools) as `[]`; a tool turn's parts are joined back to text. Handed the text
-instead, such a template may take another branch than the served model's prompt did, and a
-null content it cannot take (Gemma 3's raised "Invalid content type") was refused, though
-vLLM serves it. Other templates ("string" format) are handed the text as it is, a null
-content as None, as verl passes it: vLLM's `""` renders alike in templates that test the
-content's truth, and DeepSeek-R1-Distill's renders a turn's calls only under a None.
+Turns reach every template as text, as verl's datasets hand them to apply_chat_template
+(vLLM then gets token ids). vLLM's chat completions instead hand a template that loops over
+a turn's content (`_detect_content_format` in vllm/renderers/hf.py: its "openai" format)
+every content as a list of text parts, and a null content, OpenAI's form of a turn that
+only calls tools, as no parts. Given parts everywhere, templates that also read content as
+text rendered other text or raised: Llama-3.2-Vision's `messages[0]['content']|trim` wrote
+the list's repr as its system prompt, Mistral-Small-3.1's `message['content'] + eos_token`
+raised on every assistant turn. So only where the text fails to render (Gemma 3's
+raises "Invalid content type" on a null content) is each null content handed as vLLM hands
+it: no parts, a tool turn's as "" (vLLM joins a tool turn's parts to text).
 """
 
 from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import jinja2
 from jinja2 import nodes
@@ -25,22 +25,18 @@ from jinja2 import nodes
 from trainer.data.template_sandbox import BoundedSandbox
 
 
-def with_content_as_served(turns: Iterable[dict], source: str) -> list[dict]:
-    """`turns` with each content as vLLM hands it to the template `source`: where that reads
-    content as parts (`reads_content_parts`), text as one text part and null as no parts
-    (a tool turn's text as it is); otherwise `turns` as they are."""
-    turns = list(turns)
-    if not reads_content_parts(source):
-        return turns
-    served = []
-    for turn in turns:
-        content = turn["content"]  # text, or null (`checked_turns`)
-        if turn["role"] == "tool":
-            parts: str | list = "" if content is None else content
-        else:
-            parts = [] if content is None else [{"type": "text", "text": content}]
-        served.append({**turn, "content": parts})
-    return served
+def with_null_content_as_parts(turns: list[dict], source: str) -> list[dict] | None:
+    """`turns` with each null content as vLLM hands it to the template `source`, where that
+    reads content as parts (`reads_content_parts`): no parts, a tool turn's "". None where
+    nothing changes (no null content, or a template reading text)."""
+    if all(turn["content"] is not None for turn in turns) or not reads_content_parts(source):
+        return None
+    return [
+        turn
+        if turn["content"] is not None
+        else {**turn, "content": "" if turn["role"] == "tool" else []}
+        for turn in turns
+    ]
 
 
 @functools.lru_cache(maxsize=8)
@@ -106,7 +102,10 @@ def _content_params(root: nodes.Template, macro: nodes.Macro, turns: list[str]) 
 
 def _named_from(root: nodes.Template, name: str) -> list[str] | None:
     """`name` and every variable set from it, or from one of those, at any remove; None
-    where one is set into a target that is no single name."""
+    where one is set into a target that is no single name. Each name is followed once:
+    names set from each other (`{% set a = messages %}{% set messages = a %}`) were
+    followed for ever (as vLLM's `_iter_nodes_assign_var_or_elems` follows them), so that
+    every row took TEMPLATE_SECONDS and was refused."""
     names = [name]
     pending = deque([name])
     while pending:
@@ -115,8 +114,8 @@ def _named_from(root: nodes.Template, name: str) -> list[str] | None:
             if _reads(assign.node, source):
                 if not isinstance(assign.target, nodes.Name):
                     return None
-                names.append(assign.target.name)
-                if assign.target.name != source:
+                if assign.target.name not in names:
+                    names.append(assign.target.name)
                     pending.append(assign.target.name)
     return names
 
