@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpError
-from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format import hf_trainer, torchtitan
 from mfsdp_ckpt.format.bridge_trackers import other_tracker_note, other_tracker_suffix
 from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir, megatron_kind
 from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file, leads_out
@@ -732,12 +732,14 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
     alone were counted, so a run beside such a checkpoint was "one run" (the other never
     named) and a dir holding only such a checkpoint was "not a checkpoint". Runs one level
     further down (`runs_one_level_down`: runs/demo/sft in runs/) count too: "one run" read
-    runs/sft_tiny beside it; one found there alone is named, not read."""
+    runs/sft_tiny beside it; one found there alone is named, not read. A torchtitan dump
+    folder's steps (`checkpoint/step-N/`) are its checkpoints as they are its `checkpoint/`
+    folder's: steps holding names mfsdp reads made the dump folder "not a checkpoint"."""
     dcp_dirs = [
         given / name
         for name in names
         if not name.startswith(".") and is_dir(given / name) and is_dcp(given / name)
-    ]
+    ] + torchtitan.dump_folder_steps(given, names)
     runs = runs_held(given, names)
     held = runs + [path for path in dcp_dirs if path not in runs]
     deeper = runs_one_level_down(given, names, held)

@@ -38,6 +38,11 @@ MCORE_ROOTS = ("embedding", "decoder", "output_layer", "mtp")
 # What the optimizer's entry is called beside the model's: Megatron-LM, verl and mfsdp
 # write `optimizer`, torch's DCP recipe `optim`.
 OPTIMIZER_ENTRIES = ("optimizer", "optim")
+# Training state a trainer saves beside the model that holds no weight, though it may hold
+# tensors: mfsdp's `extra`, and the entries torchtitan's CheckpointManager writes beside a
+# model it flattens to the top level (`components/checkpoint.py`: `lr_scheduler`,
+# `dataloader`, `train_state` with its `step` and `ntokens_seen` tensors).
+TRAINING_STATE_ENTRIES = ("extra", "lr_scheduler", "dataloader", "train_state")
 NOT_WEIGHT_SUFFIXES = ("._extra_state",)  # Transformer Engine's fp8 bookkeeping
 # (output layer, input embedding): the weights a tied model holds once under two names,
 # in transformers' and Megatron-core's naming
@@ -186,8 +191,8 @@ class StateRoots:
     @functools.cached_property
     def _beside_bare(self) -> tuple[str, ...]:
         """What a bare model state dict saved at the top level is not: the optimizer's
-        entry and mfsdp's `extra.`."""
-        return (*self._optimizer_prefixes, EXTRA_KEY_PREFIX)
+        entry and the training state beside it (`TRAINING_STATE_ENTRIES`)."""
+        return (*self._optimizer_prefixes, *(f"{name}." for name in TRAINING_STATE_ENTRIES))
 
 
 def state_roots(keys: Iterable[str]) -> StateRoots:

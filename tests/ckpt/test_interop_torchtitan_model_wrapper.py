@@ -75,7 +75,8 @@ def test_an_early_torchtitan_step_is_named_with_its_converter(level, tmp_path):
         code, stdout, err = run_cli("ckpt", command, given, *args)
         line = one_error_line(err)
         assert code == 2 and f"{given}: a torchtitan checkpoint" in line, stdout + err
-        assert f"python {CONVERT_SCRIPT} {step} OUT" in line, line
+        assert f"dcp_to_torch {step} full.pt" in line, line  # flattened first: see
+        assert f"python {CONVERT_SCRIPT} FLAT OUT" in line, line  # test_torchtitan_layout_*
         assert "valid:" not in stdout + err and "unknown to" not in line
     assert not (tmp_path / "hf").exists()
 
