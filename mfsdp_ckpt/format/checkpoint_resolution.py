@@ -282,6 +282,14 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     run = _from_run_dir(given, names, role)
     if run is not None:
         return run
+    accelerate = hf_trainer.newest_accelerate_save(given, names)
+    if accelerate is not None:  # Accelerate's checkpoints/checkpoint_<i>, or the project
+        save, note = accelerate
+        try:
+            paths = resolve_checkpoint(save, _depth=1)
+        except (CheckpointPathError, IncompleteCheckpointError) as err:
+            raise type(err)(f"{err} ({note})") from None
+        return noted(paths, note)
     refuse_torchtitan_folder(given, names)
     if _depth == 0:
         return _from_parent_of_runs(given, names, role)

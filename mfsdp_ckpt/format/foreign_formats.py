@@ -28,7 +28,6 @@ from mfsdp_ckpt.format.layout import (
     DIST_CKPT_DIR,
     HF_ASSETS_DIR,
     VERL_CONTENTS_FILE,
-    VERL_FSDP_LORA_DIR,
     VERL_MODEL_DIR,
     VERL_PEFT_ADAPTER_DIR,
     CheckpointPathError,
@@ -53,7 +52,6 @@ from mfsdp_ckpt.storage.unique_json import read_json_file
 # file (`deepspeed`). torch_dist's marker is written last: a save stopped before it is
 # named as one that did not finish (`unfinished_torch_dist`).
 _MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}(_[0-9]{3}){0,2}\Z")
-_VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt\Z")
 # verl's Megatron save with mbridge and use_dist_checkpointing=False (its default) writes the
 # model through mbridge as Hugging Face safetensors into huggingface/, or a LoRA run's adapter
 # into adapter_checkpoint/ (torch.save per tensor-parallel rank), and only the optimizer and
@@ -116,25 +114,7 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " --ckpt-format torch), which mfsdp does not read; load it in Megatron-LM and"
             " save it with --ckpt-format fsdp_dtensor"
         )
-    shards = sorted(n for n in names if _VERL_FSDP_RE.match(n))
-    if shards:
-        hf = directory / HF_ASSETS_DIR
-        hf_names = children(hf) if is_dir(hf) else []
-        hint = (
-            f"; its {HF_ASSETS_DIR}/ already holds Hugging Face weights"
-            if looks_like_hf_model(hf_names)
-            else ""
-        )
-        if is_file(directory / VERL_FSDP_LORA_DIR / ADAPTER_CONFIG_FILE):
-            hint += (  # fsdp_workers.py saves a LoRA run's adapter there, PEFT's format
-                f"; its {VERL_FSDP_LORA_DIR}/ holds the LoRA adapter in Hugging Face PEFT"
-                " format (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
-            )
-        raise ForeignFormatError(
-            f"{directory}: a verl FSDP checkpoint ({shards[0]}, not Megatron), which mfsdp"
-            " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
-            f" --local_dir {directory} --target_dir OUT`{hint}"
-        )
+    verl_fsdp.refuse_model_shards(directory, names)
     verl_fsdp.refuse_without_model(directory, names)
 
 

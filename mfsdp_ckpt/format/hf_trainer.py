@@ -18,6 +18,10 @@ checkpoint-N with the largest N (transformers' `get_last_checkpoint`). The Train
 `_save` (transformers releases around 4.35 did so with FSDP); later ones save nothing
 but the FSDP state there with SHARDED_STATE_DICT. With FULL_STATE_DICT the checkpoint is
 a Hugging Face model dir (`config.json`, `model.safetensors`).
+Accelerate's own `save_state()` with `ProjectConfiguration(automatic_checkpoint_naming=True)`
+saves the same dirs into `PROJECT/checkpoints/checkpoint_<i>/` (an underscore; `i` counts
+its saves, not steps), and `load_state()` with no dir resumes the one with the largest `i`
+(`newest_accelerate_save`).
 `mfsdp_ckpt.format.checkpoint_resolution` decides what each level resolves to; this
 module only knows the names and reads trainer_state.json.
 """
@@ -49,6 +53,9 @@ TRAINER_FILES = (TRAINER_STATE_FILE, "entropy_ctrl_state.json")
 TRAINER_STATE_MAX_BYTES = 16 << 20
 
 CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,18})\Z")
+# Accelerate's automatic checkpoint naming: PROJECT/checkpoints/checkpoint_<save iteration>
+ACCELERATE_CHECKPOINTS_DIR = "checkpoints"
+ACCELERATE_SAVE_DIR_RE = re.compile(r"^checkpoint_([0-9]{1,18})\Z")
 MODEL_DCP_RE = re.compile(rf"^{MODEL_DCP_PREFIX}([0-9]{{1,9}})\Z")
 OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})\Z")
 # The files of the Trainer's and Accelerate's training state beside the model, torch.save
@@ -128,6 +135,40 @@ def checkpoint_number(name: str) -> int | None:
     """N of a `checkpoint-N` dir name, else None."""
     match = CHECKPOINT_DIR_RE.match(name)
     return int(match.group(1)) if match else None
+
+
+def newest_accelerate_save(given: Path, names: list[str]) -> tuple[Path, str] | None:
+    """(the save, a note) where `given`, holding `names`, is the `checkpoints/` folder of
+    Accelerate's automatic checkpoint naming, or the project dir holding it: its
+    `checkpoint_<i>` dir with the largest i, the one `load_state()` resumes (accelerator.py
+    sorts them by the number in the name), and a note naming it and the others. None where
+    it holds no such dir. Each save read fine given, but the folder and the project were
+    "not a checkpoint", with a "looked for" line naming the Trainer's checkpoint-N only."""
+    folder, entries = given, names
+    if not any(ACCELERATE_SAVE_DIR_RE.match(name) for name in names):
+        if ACCELERATE_CHECKPOINTS_DIR not in names:
+            return None
+        folder = given / ACCELERATE_CHECKPOINTS_DIR
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            return None  # no folder, or one that is not listable: not read as one
+    saves = sorted(
+        (int(match.group(1)), name)
+        for name in entries
+        if (match := ACCELERATE_SAVE_DIR_RE.match(name)) and os.path.isdir(folder / name)
+    )
+    if not saves:
+        return None
+    newest = saves[-1][1]
+    note = (
+        f"{newest} is the newest of Accelerate's automatic-naming saves in {folder}, the one"
+        " load_state() resumes"
+    )
+    others = [name for _, name in reversed(saves[:-1])]
+    if others:
+        note += f"; other saves here: {first_of(others, 4)}"
+    return folder / newest, note
 
 
 def resumable_checkpoints(run: Path, names: list[str]) -> list[Path]:

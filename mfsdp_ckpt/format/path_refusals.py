@@ -323,7 +323,8 @@ def not_a_checkpoint(given: Path) -> CheckpointPathError:
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
         f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/, {hf_trainer.MODEL_DCP_PREFIX}0/,"
-        f" checkpoint-N/){_inside_a_checkpoint(given)}"
+        f" checkpoint-N/, {hf_trainer.ACCELERATE_CHECKPOINTS_DIR}/checkpoint_N/)"
+        f"{_inside_a_checkpoint(given)}"
     )
 
 
