@@ -180,6 +180,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     from trainer.metrics import require_trackers
     from trainer.model_code import check_model_files
     from trainer.model_source import note_unread_shape, resolve_model_source
+    from trainer.run_config_elsewhere import refuse_config_of_another_run_dir
     from trainer.run_dir_links import check_run_dir_entries
 
     refuse_other_kind(cls, config_path)  # the other trainer's config, a verl launch script
@@ -187,6 +188,8 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
         cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     except NotAnOverride as err:  # a command-line mistake, said as one
         fail(f"{err}{help_pointer()}", EXIT_USAGE)
+    # a moved or copied run's config.yaml, whose recorded run_dir is another
+    refuse_config_of_another_run_dir(cls, config_path, overrides, cfg.trainer.run_dir)
     check_no_variables(cfg)
     check_batch_sizes(cfg, 1)  # the part of any world size; `start` checks the ranks launched
     if isinstance(cfg, GRPOConfig):

@@ -356,6 +356,17 @@ def load_config(
         return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
 
 
+def overrides_set(cls: type, overrides: Sequence[str], key: str) -> bool:
+    """Whether one of the `key=value` `overrides` of a config of `cls` sets the mfsdp key
+    `key`, named so or by verl's name for it (`trainer.default_local_dir` for
+    `trainer.run_dir`), Hydra's `+` aside."""
+    for item in overrides:
+        given = item.partition("=")[0].strip().lstrip("+")
+        if (verl_keys.value_target(cls, given) or given) == key:
+            return True
+    return False
+
+
 def _without(tree: dict[str, Any], dotted_keys: list[str]) -> dict[str, Any]:
     """A copy of `tree` without the values of `dotted_keys` (`a.b.c`), where it has them:
     the file's settings an override does not replace."""

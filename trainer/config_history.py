@@ -7,7 +7,8 @@ with. Now the changed keys are named on stderr, and the earlier file is kept bes
 `config.until_step_N.yaml`.
 
 The config compared against is the record of the run dir that holds the resumed step (a
-step holds no config of its own): a step of another run (`checkpoint.resume=base/
+step holds no config of its own; of the configs kept there, the one kept for the first step
+at or past it: `_trained_with`): a step of another run (`checkpoint.resume=base/
 global_step_4` into a new run dir) was compared with the new run dir's config.yaml, which
 did not exist, and lr 3e-3 -> 1 passed without a word. A record that is missing or cannot
 be read is one line saying the settings were not compared and why (it was silently
@@ -61,6 +62,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -504,9 +506,15 @@ def _dotted(tree: dict[str, Any], dotted: str, missing: Any = None) -> Any:
 
 def _trained_with(run_dir: Path, step: int) -> Path:
     """The file in `run_dir` that records the config its step `step` was trained with: the
-    config kept when that step was resumed with other settings, else config.yaml."""
-    kept = until_step_file(run_dir, step)
-    return kept if _kept_for_this_step(kept, run_dir, step) else run_dir / RESOLVED_CONFIG_FILE
+    config kept when a step N >= `step` was resumed with other settings (the smallest such
+    N: steps up to N were trained with it), else config.yaml. The exact N alone was looked
+    up: step 2 of a run continued from step 4 with `trainer.total_steps` 4 -> 6 was
+    compared with (and its record kept as) the later config, total_steps 6."""
+    for until in _kept_until_steps(run_dir):
+        kept = until_step_file(run_dir, until)
+        if until >= step and _kept_for_this_step(kept, run_dir, step):
+            return kept
+    return run_dir / RESOLVED_CONFIG_FILE
 
 
 def _not_compared(step: int, why: str) -> str:
@@ -542,9 +550,10 @@ def _same_path(one: Path, other: Path) -> bool:
 
 def _kept_for_this_step(kept: Path, run_dir: Path, step: int) -> bool:
     """Whether `kept` records the config of the step-`step` checkpoint now in the run dir: it
-    was kept when that checkpoint was resumed, so after it was saved. One older than the
-    checkpoint is an earlier run's whose steps were removed (a user starting over in the
-    same run dir): taken as this step's, it named changes against that run's settings."""
+    was kept when that checkpoint (or a later step of the same run) was resumed, so after it
+    was saved. One older than the checkpoint is an earlier run's whose steps were removed (a
+    user starting over in the same run dir), or one kept before the step was trained anew
+    from an earlier step: taken as this step's, it named changes against other settings."""
     try:
         kept_at = kept.stat().st_mtime
     except OSError:
@@ -559,6 +568,19 @@ def _kept_for_this_step(kept: Path, run_dir: Path, step: int) -> bool:
 def until_step_file(run_dir: Path, step: int) -> Path:
     """Where the config the steps up to `step` were trained with is kept."""
     return run_dir / f"config.until_step_{step}.yaml"
+
+
+_UNTIL_STEP_NAME = re.compile(r"config\.until_step_([0-9]+)\.yaml")
+
+
+def _kept_until_steps(run_dir: Path) -> list[int]:
+    """The steps N of the `until_step_file`s `run_dir` holds, smallest first; none where it
+    cannot be listed (a run dir not made yet)."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return []
+    return sorted(int(m[1]) for m in map(_UNTIL_STEP_NAME.fullmatch, names) if m is not None)
 
 
 def _read_config(path: Path, run_dir: Path) -> dict[str, Any]:

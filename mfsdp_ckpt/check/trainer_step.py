@@ -89,7 +89,10 @@ def entry_step(reader: CheckpointReader) -> int | None:
     `iteration`), None where neither holds a step number that can be read (what is wrong
     with one, `trainer_step_problems` says)."""
     for key in (STEP_KEY, ITERATION_KEY):
-        value, unread = _entry_value(reader, key, key)
+        read = _entry_value(reader, key, key)
+        if read is None:
+            continue
+        value, unread = read
         if unread is None and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return None
@@ -113,9 +116,10 @@ def _state_field_problems(reader: CheckpointReader, in_step_dir: bool) -> list[s
     for key in held:
         if key == STEP or key not in RULED_FIELDS:
             continue  # the step is judged with the others'; a field mfsdp does not record
-        value, unread = _reported_value(
-            reader, EXTRA_KEY_PREFIX + key, f"its trainer state's {key}"
-        )
+        read = _reported_value(reader, EXTRA_KEY_PREFIX + key, f"its trainer state's {key}")
+        if read is None:
+            continue  # its data file is missing: said where the files are checked
+        value, unread = read
         problem = unread or field_problem(key, value)
         if problem is not None:
             found.append(problem if unread else f"its trainer state {problem}")
@@ -128,36 +132,42 @@ def _entry_problem(
     """The DCP entry `key` judged as a step (`_judged`); None when there is no such entry
     (another trainer's checkpoint, an import) or its data file is missing (reported where
     the files are checked)."""
-    step, unread = _reported_value(reader, key, what)
-    if step is _NOT_THERE or unread is not None:
+    read = _reported_value(reader, key, what)
+    if read is None:
+        return None
+    step, unread = read
+    if unread is not None:
         return unread
     return _judged(step, what, known)
 
 
-_NOT_THERE = object()  # `_entry_value` of an entry absent, or whose file is
+# (the value of a DCP entry, None) or (None, why it is not read)
+_EntryRead = tuple[object, str | None]
 
 
-def _reported_value(reader: CheckpointReader, key: str, what: str) -> tuple[object, str | None]:
+def _reported_value(reader: CheckpointReader, key: str, what: str) -> _EntryRead | None:
     """`_entry_value`, for a check whose report says why the entry is not read: marked so
     (`said_unreadable`), validate's decode of every entry leaves it to that line."""
-    value, unread = _entry_value(reader, key, what)
-    if unread is not None:
+    read = _entry_value(reader, key, what)
+    if read is not None and read[1] is not None:
         reader.decoded.said_unreadable(key)
-    return value, unread
+    return read
 
 
-def _entry_value(reader: CheckpointReader, key: str, what: str) -> tuple[object, str | None]:
+def _entry_value(reader: CheckpointReader, key: str, what: str) -> _EntryRead | None:
     """(the value of the small DCP entry `key`, None), read bounded once per reader; or
-    (None, why it is not read); or (`_NOT_THERE`, None) where there is no such entry or its
-    data file is missing (reported where the files are checked)."""
+    (None, why it is not read); or None where there is no such entry or its data file is
+    missing (reported where the files are checked). None, not a placeholder value: a caller
+    must say what it does then, so that no placeholder is ever judged (or printed) as the
+    entry's value."""
     entry = reader.objects.get(key)
     if entry is None or entry.file is None:
-        return _NOT_THERE, None
+        return None
     try:
         if reader.store.size(entry.file) is None:
-            return _NOT_THERE, None
+            return None
     except CheckpointFileError:  # a link out, a FIFO: reported where the files are checked
-        return _NOT_THERE, None
+        return None
     if entry.length > MAX_STEP_BLOB_BYTES:
         return None, f"{what} is {entry.length} bytes, more than a number takes; not read"
     try:
