@@ -412,11 +412,13 @@ def report_errors(
         _fail_once(*_or_interrupted(os_error_line(err), EXIT_FAILED, interrupted), as_json())
     except KeyboardInterrupt as err:
         if isinstance(err, Terminated) or _terminated.is_set():  # DCP re-raises it as Ctrl-C
-            _fail_once(stop_signals.said(interrupted()), stop_signals.exit_code(), as_json())
-        _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())
+            code = stop_signals.exit_code()
+            _fail_once(stop_signals.said(_line_held(interrupted, code)), code, as_json())
+        _fail_once(_line_held(interrupted, EXIT_INTERRUPTED), EXIT_INTERRUPTED, as_json())
     except Exception as err:
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
-            _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
+            line = _line_held(interrupted, EXIT_INTERRUPTED)  # came out as its own error
+            _fail_once(line, EXIT_INTERRUPTED, as_json())
         memory = memory_failure(err)
         if memory is not None:  # the same line from each rank a save's failure reached
             _fail_once(
@@ -531,8 +533,20 @@ def _watch_for_sigterm() -> list[int]:
 
 def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> tuple[str, int]:
     if _terminated.is_set():
-        return stop_signals.said(interrupted()), stop_signals.exit_code()
-    return (interrupted(), EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
+        code = stop_signals.exit_code()
+        return stop_signals.said(_line_held(interrupted, code)), code
+    if _ctrl_c_seen.is_set():
+        return _line_held(interrupted, EXIT_INTERRUPTED), EXIT_INTERRUPTED
+    return message, code
+
+
+def _line_held(interrupted: Callable[[], str], code: int) -> str:
+    """`interrupted()`, the line a stopped command ends with, composed once its exit status
+    `code` is settled (`settle`): a second Ctrl-C while a run's line was read from its run
+    dir (a user's answer to a slow first one) raised inside it, and the command ended in a
+    traceback with exit 1 instead of that line and 130."""
+    settle(code)
+    return interrupted()
 
 
 # How long a rank other than 0 waits before it exits quietly with an error every rank meets

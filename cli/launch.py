@@ -192,6 +192,7 @@ def load_checked_config(cls: type, config_path: str | None, overrides: list[str]
     refuse_config_of_another_run_dir(cls, config_path, overrides, cfg.trainer.run_dir)
     check_no_variables(cfg)
     check_batch_sizes(cfg, 1)  # the part of any world size; `start` checks the ranks launched
+    refuse_flash_attention_on_cpu(cfg)
     if isinstance(cfg, GRPOConfig):
         note_validation_unread(cfg)  # val_before_train / eval_every without data.val_files
     check_torch_env_dirs()
@@ -591,6 +592,19 @@ def _quiet_known_warnings() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
+
+
+def refuse_flash_attention_on_cpu(cfg: Any) -> None:
+    """ConfigError for a FlashAttention version with `trainer.device=cpu`: decided by the
+    config alone, so `mfsdp config check` refuses it as train does, before torch loads (with
+    `trainer.device=auto` the machine decides: `trainer.model.check_attention_backend`)."""
+    from trainer.attention_names import flash_attention_refusal
+    from trainer.config import ConfigError
+
+    if cfg.trainer.device == "cpu":
+        refusal = flash_attention_refusal(cfg.model.attn_implementation, "cpu")
+        if refusal is not None:
+            raise ConfigError(refusal)
 
 
 def run_command(

@@ -25,6 +25,7 @@ import torch
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.convert.hf_config import read_config_json
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from trainer.attention_names import flash_attention_refusal
 from trainer.config import ConfigError, ModelConfig
 from trainer.env_ints import process_rank
 from trainer.finite_weights import refuse_nonfinite_weights
@@ -298,12 +299,16 @@ def _for_model(model_type: str, fields: dict[str, Any], overrides: dict[str, Any
 def check_attention_backend(cfg: ModelConfig, device: torch.device) -> None:
     """ConfigError for an attention that cannot train on `device`, before anything is built:
     FlexAttention has no backward pass on CPU, and a run reached it at its first step as a
-    traceback of 129 lines in every rank."""
+    traceback of 129 lines in every rank; FlashAttention on CPU or without its package
+    (`flash_attention_refusal`) was a Hub download, then such a traceback."""
     if cfg.attn_implementation == "flex_attention" and device.type == "cpu":
         raise ConfigError(
             "model.attn_implementation=flex_attention: FlexAttention cannot train on CPU (torch"
             " has no backward pass for it there); use sdpa, or train on CUDA"
         )
+    refusal = flash_attention_refusal(cfg.attn_implementation, device.type)
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:

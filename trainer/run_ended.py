@@ -5,6 +5,10 @@ A rank killed mid-run ended with "the newest checkpoint is RUN/global_step_N: ru
 command again to resume from it", but a full disk ended the run with
 `RUN/metrics.jsonl: No space left on device` alone, and the user had to find the step to go
 on from by listing the run dir. Every failure that ends a run this way now says both.
+
+`resume_words` and `newest_checkpoint` are torch-free: the launching process of a
+`--nproc-per-node N` run words its Ctrl-C line with them, and importing torch there (for the
+checkpointer's errors, which only `run_ended` needs) held that line back for tens of seconds.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from __future__ import annotations
 import errno
 import os
 
-from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError, TrackerNotUpdatedError
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.storage.file_errors import os_error_line
@@ -61,6 +64,8 @@ def run_ended(err: BaseException, run_dir: str | os.PathLike, resume: str) -> Ru
     which says itself (an interrupt, a rank gone, memory, a bug), and for a tracker not
     updated, whose line already says how to resume. Ask once an async save in flight has
     settled: the checkpoint it commits is the newest."""
+    from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError, TrackerNotUpdatedError
+
     if isinstance(err, TrackerNotUpdatedError):
         return None
     if isinstance(err, CheckpointSaveError):
