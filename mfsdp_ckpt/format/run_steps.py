@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import cut_to
 from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.dir_entries import children, is_dir, leads_out
 from mfsdp_ckpt.format.foreign_formats import refuse_foreign_format
 from mfsdp_ckpt.format.layout import (
@@ -591,8 +592,9 @@ def linked_out_part(step: Path) -> Path | None:
     """The first part of step dir `step` that a reader of the step follows and that is a
     link leading out of it, or None: a role dir, a `model/` or `dist_ckpt/` (under the step
     or a role; mfsdp's step, its manifest there, is read from its `dist_ckpt/` alone), or a
-    file a DCP reader opens (`.metadata` and every data file, `_is_read_dcp_file`;
-    Megatron's iter_N/ holds its DCP files itself, with `_READ_MEGATRON_FILES`). Found by
+    file a DCP reader opens (`.metadata` and every data file it names, bound by their DCP
+    dir as the reader bounds them: `_linked_out_dcp_file`; Megatron's iter_N/ holds its
+    DCP files itself, with `_READ_MEGATRON_FILES`). Found by
     `leads_out`, so nothing outside is looked at, whatever lies at the link's target (a
     valid DCP there changes nothing): reading the step refuses the link, so no list offers
     the step and no resume picks it. Any other entry (a README linked in) is never opened by
@@ -630,12 +632,11 @@ def linked_out_part(step: Path) -> Path | None:
     return None
 
 
-# The files of a DCP dir a reader opens beside the `.metadata` DCP writes last: in
-# Megatron's torch_dist iter_N/ the files megatron-core reads, and the data files
-# `.metadata` names, which DCP's file system writers name `__RANK_N.distcp`: every entry so
-# named counts (`_is_read_dcp_file`).
+# The files of a DCP dir a reader opens beside the `.metadata` DCP writes last and the data
+# files it names: in Megatron's torch_dist iter_N/ the files megatron-core reads; rank 0's
+# first data file is one `.metadata` names in every save (`_linked_out_dcp_file`).
 _READ_MEGATRON_FILES = (LEGACY_COMMON_FILE, TORCH_DIST_MARKER)
-_DCP_DATA_SUFFIX = ".distcp"
+_RANK_0_DATA_FILE = "__0_0.distcp"
 _OUT, _DIR, _FILE = "out", "dir", "file"
 
 
@@ -647,48 +648,69 @@ def _our_linked_out_part(step: Path) -> Path | None:
 
 def _linked_out_dcp(dcp: Path, step: Path, through: bool, megatron: bool) -> Path | None:
     """`dcp` (a place of `step` DCP files may lie) where it links out of `step`, else the
-    first file a reader opens in it that does (`_linked_out_dcp_file`); None for the rest
-    (`through`: as `_part_kind` takes it)."""
-    kind, through = (_DIR, through) if dcp == step else _part_kind(dcp, step, through)
+    first file a reader opens in it that links out of `dcp` (`_linked_out_dcp_file`); None
+    for the rest (`through`: as `_part_kind` takes it)."""
+    kind = _DIR if dcp == step else _part_kind(dcp, step, through)[0]
     if kind == _OUT:
         return dcp
     if kind != _DIR:
         return None
-    return _linked_out_dcp_file(dcp, step, through, megatron)
+    return _linked_out_dcp_file(dcp, megatron)
 
 
-def _linked_out_dcp_file(dcp: Path, step: Path, through: bool, megatron: bool) -> Path | None:
-    """The first file of DCP dir `dcp` (inside `step`) that a reader opens and that links out
-    of `step`, `.metadata` first, then by name; None where none does or `dcp` holds no
-    `.metadata` (no DCP dir a reader opens). Every data file counts, not rank 0's first
-    alone: the reader refuses each one `.metadata` names that leads out, and a step whose
-    `__1_0.distcp` linked out was offered, resumed, and refused when read.
+def _linked_out_dcp_file(dcp: Path, megatron: bool) -> Path | None:
+    """The first file of DCP dir `dcp` that a reader opens and that links out of `dcp`,
+    `.metadata` first, then by name; None where none does or `dcp` holds no `.metadata` (no
+    DCP dir a reader opens). The bound is `dcp` itself, as every reader's: `.metadata` is
+    opened inside its own dir (`load_metadata`) and each data file through a store rooted
+    at the DCP dir (`LocalByteStore`: "symlink points outside the checkpoint's dist_ckpt/"),
+    so a data file linked to a dir beside `dist_ckpt/` in the same step is refused when
+    read, and a list bounding it by the step offered that step, and resume took it.
 
-    One lstat of `.metadata`, then, in a DCP dir only, one listing of it: the entries'
-    types tell the links (no stat where the filesystem reports them), and only a link is
-    walked (`leads_out`). A regular file in a DCP dir reached through a link inside the
-    step lies inside it. A DCP dir not to be listed is left for reading it to name."""
-    metadata, _ = _part_kind(dcp / DCP_METADATA_FILE, step, through)
-    if metadata is None:
-        return None
-    if metadata == _OUT:
-        return dcp / DCP_METADATA_FILE
+    Every data file `.metadata` names counts, not rank 0's first alone (a step whose
+    `__1_0.distcp` linked out was offered, resumed, and refused when read), and only those:
+    an entry it never names (an old rank's leftover `x.distcp`, a note) is never opened,
+    and counting it hid a step that reads. One lstat of `.metadata` and one listing of the
+    dir: the entries' types tell the links, and only a link is walked (`leads_out`). Only a
+    dir one of whose entries links out has its `.metadata` read (`_named_by_metadata`), and
+    not even then where that entry is rank 0's first data file, which `.metadata` always
+    names, so listing a run reads no `.metadata` of a step whose files stay in it. A DCP dir
+    not to be listed is left for reading it to name."""
+    metadata = dcp / DCP_METADATA_FILE
     try:
-        with os.scandir(dcp) as entries:
-            links = [
-                e.name for e in entries if _is_read_dcp_file(e.name, megatron) and e.is_symlink()
-            ]
+        mode = os.lstat(metadata).st_mode
     except OSError:
         return None
-    links.sort(key=natural_order)
-    return next((dcp / name for name in links if leads_out(dcp / name, step)), None)
+    if stat.S_ISLNK(mode) and leads_out(metadata, dcp):
+        return metadata
+    try:
+        with os.scandir(dcp) as entries:
+            links = [e.name for e in entries if e.name != DCP_METADATA_FILE and e.is_symlink()]
+    except OSError:
+        return None
+    out = [name for name in sorted(links, key=natural_order) if leads_out(dcp / name, dcp)]
+    if megatron:
+        read = next((name for name in out if name in _READ_MEGATRON_FILES), None)
+        if read is not None:
+            return dcp / read
+    if _RANK_0_DATA_FILE in out:
+        return dcp / _RANK_0_DATA_FILE
+    named = _named_by_metadata(dcp) if out else frozenset()
+    return next((dcp / name for name in out if named is None or name in named), None)
 
 
-def _is_read_dcp_file(name: str, megatron: bool) -> bool:
-    """Whether a reader of the DCP dir holding an entry `name` opens it beside its
-    `.metadata`: a data file (`_DCP_DATA_SUFFIX`), and in Megatron's iter_N/ megatron-core's
-    own files. Any other entry (a note linked in) is never opened."""
-    return name.endswith(_DCP_DATA_SUFFIX) or (megatron and name in _READ_MEGATRON_FILES)
+def _named_by_metadata(dcp: Path) -> frozenset[str] | None:
+    """The entries of DCP dir `dcp` holding the data files its `.metadata` names (the first
+    part of each relative path), or None where `.metadata` does not read: reading the DCP
+    refuses it then, whatever its links, so each link out counts."""
+    try:
+        storage = load_metadata(dcp / DCP_METADATA_FILE).storage_data
+    except (CheckpointFileError, OSError, ValueError):  # UnsafeMetadataError is a ValueError
+        return None
+    if not isinstance(storage, dict):
+        return None
+    paths = (str(getattr(info, "relative_path", "")) for info in storage.values())
+    return frozenset(Path(path).parts[0] for path in paths if Path(path).parts)
 
 
 def _part_kind(path: Path, step: Path, through: bool) -> tuple[str | None, bool]:

@@ -24,13 +24,19 @@ from tests.support.paths import FIXTURES
 
 LINKED = " (a part of it links out of the step)"
 LINKED_OUT = run_steps.LINKED_OUT
-_LISTED: list[str] | None = None  # the dirs listed (os.listdir, os.scandir) while recording
+_LISTED: list[str] | None = None  # the dirs listed and `.metadata` files read while recording
 
 
 def _record_listing(event: str, args: tuple) -> None:
-    if _LISTED is not None and event in ("os.listdir", "os.scandir") and args:
-        where = args[0]
+    """Records each dir listed, and each `.metadata` opened (read), while recording."""
+    if _LISTED is None or not args:
+        return
+    where = args[0]
+    if event in ("os.listdir", "os.scandir"):
         _LISTED.append(os.path.abspath(os.fsdecode(where)) if isinstance(where, str) else "")
+    elif event == "open" and isinstance(where, (str, bytes)):
+        opened = os.fsdecode(where)
+        _LISTED.extend([opened] if opened.endswith(layout.DCP_METADATA_FILE) else [])
 
 
 sys.addaudithook(_record_listing)  # an audit hook stays for the process: idle unless recording
@@ -120,6 +126,57 @@ def test_a_note_linked_into_the_dcp_dir_counts_for_nothing(tmp_path):
     assert run_steps.list_complete_steps(run) == [1, 2, 3]
 
 
+def test_a_data_file_linked_beside_dist_ckpt_inside_the_step(tmp_path):
+    """Our reader bounds data files by `dist_ckpt/`, not the step: a data file linked to a
+    dir beside it in the same step was listed complete, resumed, and refused when read."""
+    run = _ours(tmp_path, "__1_0.distcp")
+    step = run / "global_step_3"
+    moved = step / "blobs"
+    part = step / layout.DIST_CKPT_DIR / "__1_3.distcp"
+    moved.mkdir()
+    part.rename(moved / part.name)
+    part.symlink_to(Path("..") / "blobs" / part.name)
+    (part.parent / "__1_0.distcp").unlink()  # only the link inside the step is left
+    shutil.move(tmp_path / "outside" / "__1_0.distcp", part.parent / "__1_0.distcp")
+    assert run_steps.linked_out_part(step) == part
+    assert run_steps.list_complete_steps(run) == [1, 2]
+    with pytest.raises(layout.DamagedRunDirError, match=r"has dist_ckpt/__1_3\.distcp linking out"):
+        checkpoint_to_resume(run, "auto")
+    code, out, err = run_cli("ckpt", "validate", step)
+    assert code == 1, out + err
+    assert "dist_ckpt/__1_3.distcp: symlink points outside" in out + err, out + err
+
+
+def test_a_data_file_linked_to_a_dir_inside_dist_ckpt_is_read(tmp_path):
+    """A link that stays in `dist_ckpt/` is one the reader follows: the step stays."""
+    run = _ours(tmp_path, "__1_0.distcp")
+    dcp = run / "global_step_3" / layout.DIST_CKPT_DIR
+    (dcp / "__1_0.distcp").unlink()
+    (dcp / "kept").mkdir()
+    shutil.move(tmp_path / "outside" / "__1_0.distcp", dcp / "kept" / "__1_0.distcp")
+    (dcp / "__1_0.distcp").symlink_to(Path("kept") / "__1_0.distcp")
+    assert run_steps.list_complete_steps(run) == [1, 2, 3]
+    _, out, err = run_cli("ckpt", "validate", run / "global_step_3")
+    assert "symlink points outside" not in out + err, out + err  # (the fixture is step 2's)
+
+
+@pytest.mark.parametrize("leftover", ["old_rank9.distcp", "__9_0.distcp"])
+def test_a_data_file_metadata_never_names_counts_for_nothing(leftover, tmp_path):
+    """A linked-out entry named like a data file that `.metadata` never names (an old rank's
+    leftover) is never opened by the reader: it hid a step that validates and exports."""
+    run = _ours(tmp_path, "__1_0.distcp")
+    dcp = run / "global_step_3" / layout.DIST_CKPT_DIR
+    (dcp / "__1_0.distcp").unlink()
+    shutil.move(tmp_path / "outside" / "__1_0.distcp", dcp / "__1_0.distcp")
+    (dcp / leftover).symlink_to(tmp_path / "outside")
+    assert run_steps.linked_out_part(run / "global_step_3") is None
+    assert run_steps.list_complete_steps(run) == [1, 2, 3]
+    assert checkpoint_to_resume(run, "auto").step_dir == run / "global_step_3"
+    _, out, err = run_cli("ckpt", "validate", run)
+    assert "reading global_step_3, the newest complete step" in err, err
+    assert LINKED not in err and "symlink points outside" not in out + err, out + err
+
+
 STEPS = 50
 
 
@@ -135,8 +192,9 @@ def _counted(real, count: list[int]):
 
 def test_listing_a_run_of_many_steps_lists_each_dcp_dir_once(tmp_path, monkeypatch):
     """Listing a run's complete steps lists each step's DCP dir once and nothing else under
-    the run, with a few stat calls per step: nothing of a step is walked but its links. A
-    resume lists the steps once more."""
+    the run, with a few stat calls per step and no `.metadata` read (none of its entries
+    links out): nothing of a step is walked but its links. A resume lists the steps once
+    more."""
     run = tmp_path / "run"
     for step in range(1, STEPS + 1):
         dist_ckpt = run / f"global_step_{step}" / layout.DIST_CKPT_DIR
