@@ -264,6 +264,19 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "(the outside",
         "copy is valid data, so reading it would have succeeded).",
         "",
+        "A resume (`train sft`, `train grpo`, a LoRA run) checks each tensor blob it loads against",
+        "`.metadata` with the check `validate --deep` and export-hf run (`storage/reader.py`'s",
+        "`stored_layout`), every blob before the first is copied into a weight: a blob of another",
+        "dtype or shape than its entry is refused in their line naming file and key"
+        " (`…/__0_4.distcp",
+        "[model.model.norm.weight]: blob holds torch.bfloat16 data, metadata says"
+        " torch.float32`), where",
+        "DCP's own load would cast it into the parameter. NaN/Inf in a loaded tensor are"
+        " refused as it is",
+        "loaded, in validate --deep's words with its file (`…/__0_4.distcp [KEY]: N NaN and M Inf",
+        "values`), before anything in the run dir is written",
+        "(tests/ckpt/test_resume_checks_blobs_against_metadata.py).",
+        "",
         "| Fault | Kind | Damage | Consumer | Expected | Observed | Result |",
         "|---|---|---|---|---|---|---|",
         *sections["matrix"][0],

@@ -20,7 +20,7 @@ import os
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
 
 from mfsdp_ckpt.check.printable import cut_to, torch_load_reason
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
@@ -255,7 +255,7 @@ def unclaimed_storage_entries(
 
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
-    """`load_blob` over a ranged file (weights_only too), for a blob `_stored_layout` has
+    """`load_blob` over a ranged file (weights_only too), for a blob `stored_layout` has
     already checked; storage errors keep their message."""
     import torch
 
@@ -296,6 +296,61 @@ def _tensor_layout(data: bytes) -> tuple | None:
     if not (_is_index(offset) and _is_index(numel)):
         return None
     return dtype, numel, offset, size, stride
+
+
+def stored_layout(
+    blob: BinaryIO | io.RawIOBase,
+    length: int,
+    dtype: dtypes.DType,
+    sizes: tuple[int, ...],
+    where: str,
+) -> tuple[tuple, zipfile.ZipInfo] | None:
+    """The layout of a chunk's `length`-byte blob and its one data record, checked against
+    the metadata's `dtype` and chunk `sizes` before anything is allocated: the dtype it
+    holds (int64 bytes under a float32 name are refused, not cast), its shape, and a record
+    exactly as large as its storage claims. None when the pickle is not the plain
+    one-tensor shape (torch.load then decides, and `check_loaded_chunk` checks its result).
+    Every reader of chunks runs it: validate --deep and export through `CheckpointReader`,
+    a resume through `safe_dcp` (which would otherwise cast the blob into the parameter)."""
+    archive = open_blob(blob, length, where)
+    layout = _tensor_layout(blob_pickle(archive, where))
+    if layout is None:
+        return None
+    held, numel, _offset, size, _stride = layout
+    if held != dtype:
+        raise CheckpointFormatError(f"{where}: blob holds {held} data, metadata says {dtype}")
+    if size != sizes:
+        raise CheckpointFormatError(f"{where}: chunk holds shape {size}, metadata says {sizes}")
+    records = [
+        i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")
+    ]
+    if len(records) != 1 or records[0].file_size != numel * held.itemsize:
+        raise CheckpointFormatError(
+            f"{where}: blob's storage claims {numel} {held} elements but holds"
+            f" {sum(r.file_size for r in records)} bytes"
+        )
+    return layout, records[0]
+
+
+def check_loaded_chunk(
+    value: Any, dtype: dtypes.DType, sizes: tuple[int, ...], where: str
+) -> torch.Tensor:
+    """`value`, a chunk's loaded blob, when it is a tensor of the metadata's `dtype` and
+    chunk `sizes`; else CheckpointFormatError naming `where`. Never cast silently: bytes
+    of another dtype mean something else."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
+    if value.dtype != dtype.torch:
+        raise CheckpointFormatError(
+            f"{where}: blob holds {value.dtype} data, metadata says {dtype}"
+        )
+    if tuple(value.shape) != sizes:
+        raise CheckpointFormatError(
+            f"{where}: chunk holds shape {tuple(value.shape)}, metadata says {sizes}"
+        )
+    return value
 
 
 # What a reader holds of its `.metadata` once parsed and checked: what it hands on.
@@ -395,8 +450,6 @@ class CheckpointReader:
             return self._load_chunk(entry, chunk, chunk.file, where)
 
     def _load_chunk(self, entry: TensorEntry, chunk: Chunk, file: str, where: str) -> torch.Tensor:
-        import torch
-
         if chunk.transforms:
             raw = self.store.read_range(file, chunk.file_offset, chunk.length)
             value = load_blob(
@@ -407,50 +460,10 @@ class CheckpointReader:
             )
         else:  # stream: the payload lands in the tensor's memory with no second copy
             blob = RangeFile(self.store, file, chunk.file_offset, chunk.length)
-            self._stored_layout(entry, chunk, blob, where)
+            stored_layout(blob, chunk.length, entry.dtype, chunk.sizes, where)
             blob.seek(0)
             value = _load_streamed(blob, where)
-        if not isinstance(value, torch.Tensor):
-            raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
-        if value.dtype != entry.dtype.torch:  # never cast silently: the bytes mean something else
-            raise CheckpointFormatError(
-                f"{where}: blob holds {value.dtype} data, metadata says {entry.dtype}"
-            )
-        if tuple(value.shape) != chunk.sizes:
-            raise CheckpointFormatError(
-                f"{where}: chunk holds shape {tuple(value.shape)}, metadata says {chunk.sizes}"
-            )
-        return value
-
-    def _stored_layout(
-        self, entry: TensorEntry, chunk: Chunk, blob: RangeFile, where: str
-    ) -> tuple[tuple, zipfile.ZipInfo] | None:
-        """The layout of a chunk's blob and its one data record, checked against the metadata
-        before anything is allocated: the dtype it holds (int64 bytes under a float32 name are
-        refused, not cast), its shape, and a record exactly as large as its storage claims.
-        None when the pickle is not the plain one-tensor shape (torch.load then decides)."""
-        archive = open_blob(blob, chunk.length, where)
-        layout = _tensor_layout(blob_pickle(archive, where))
-        if layout is None:
-            return None
-        dtype, numel, _offset, size, _stride = layout
-        if dtype != entry.dtype:
-            raise CheckpointFormatError(
-                f"{where}: blob holds {dtype} data, metadata says {entry.dtype}"
-            )
-        if size != chunk.sizes:
-            raise CheckpointFormatError(
-                f"{where}: chunk holds shape {size}, metadata says {chunk.sizes}"
-            )
-        records = [
-            i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")
-        ]
-        if len(records) != 1 or records[0].file_size != numel * dtype.itemsize:
-            raise CheckpointFormatError(
-                f"{where}: blob's storage claims {numel} {dtype} elements but holds"
-                f" {sum(r.file_size for r in records)} bytes"
-            )
-        return layout, records[0]
+        return check_loaded_chunk(value, entry.dtype, chunk.sizes, where)
 
     def raw_payload_offset(self, entry: TensorEntry, chunk: Chunk) -> int | None:
         """`raw_payload`'s offset alone (where only the bytes are copied, never checked)."""
@@ -474,7 +487,7 @@ class CheckpointReader:
         where = self._where(entry.name, chunk.file)
         blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
         try:
-            stored = self._stored_layout(entry, chunk, blob, where)
+            stored = stored_layout(blob, chunk.length, entry.dtype, chunk.sizes, where)
             expected = (entry.dtype, chunk.numel, 0, chunk.sizes, contiguous_strides(chunk.sizes))
             if stored is None or stored[0] != expected:
                 return None

@@ -5,8 +5,13 @@ Stock DCP unpickles `.metadata` with `pickle.load` and loads non-tensor items wi
 These overrides swap in the allow-listed metadata loader, blob_guard's structure checks
 before each blob is loaded, and weights-only loading;
 the reader also refuses file names that leave the checkpoint directory (`../x`, absolute
-paths, symlinks pointing out), which stock DCP would follow. Everything else is stock
-DCP, so resharding across world sizes works unchanged.
+paths, symlinks pointing out), which stock DCP would follow. Stock DCP copies each loaded
+blob into its parameter (`copy_`), casting whatever dtype it holds: so every tensor blob a
+load reads is first checked against `.metadata`'s dtype and chunk shape, by the reader's
+own check (`reader.stored_layout`, the one validate --deep and export run), before any
+weight is overwritten; and each region loaded is checked for NaN/Inf, which a resume
+would otherwise report a step later as a NaN gradient. Everything else is stock DCP, so
+resharding across world sizes works unchanged.
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ import torch
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
-from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
 from torch.futures import Future
 
 from mfsdp_ckpt.check.printable import is_torch_refusal, torch_load_reason
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import DETAIL_CHARS
-from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
+from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob, load_blob
 from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.reader import check_loaded_chunk, stored_layout
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 
@@ -55,23 +63,29 @@ class SafeFileSystemReader(FileSystemReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         """Stock DCP, after every blob the plan reads passed blob_guard's checks (stock DCP
-        hands each blob straight to torch.load, whose zip reader and unpickler bound nothing)."""
+        hands each blob straight to torch.load, whose zip reader and unpickler bound nothing)
+        and every tensor blob holds the dtype and shape `.metadata` gives its chunk: all
+        are checked before the first is copied into a weight."""
         store = LocalByteStore(self.path)
         for item in plan.items:
             info = self.storage_data[item.storage_index]
             where = f"{self.path}/{info.relative_path} [{item.storage_index.fqn}]"
-            if info.transform_descriptors:
+            transforms = tuple(info.transform_descriptors or ())
+            if transforms:
                 raw = store.read_range(info.relative_path, info.offset, info.length)
-                decoded = decode_blob(
-                    raw, tuple(info.transform_descriptors), where, self._decoded_limit(item)
-                )
-                check_blob(decoded, len(decoded.getbuffer()), where)
+                blob: Any = decode_blob(raw, transforms, where, self._decoded_limit(item))
+                length = len(blob.getbuffer())
             else:
-                check_blob(
-                    RangeFile(store, info.relative_path, info.offset, info.length),
-                    info.length,
-                    where,
-                )
+                blob = RangeFile(store, info.relative_path, info.offset, info.length)
+                length = info.length
+            declared = self._declared_chunk(item) if item.type != LoadItemType.BYTE_IO else None
+            if declared is None:
+                check_blob(blob, length, where)
+            elif stored_layout(blob, length, *declared, where) is None:
+                # not the plain one-tensor pickle: what torch.load makes of it is checked
+                raw = store.read_range(info.relative_path, info.offset, info.length)
+                limit = math.prod(declared[1]) * declared[0].itemsize + BLOB_OVERHEAD
+                check_loaded_chunk(load_blob(raw, transforms, where, limit), *declared, where)
         self._reading, self._keys = None, None  # this load's storage infos, told apart anew
         if isinstance(planner, SafeLoadPlanner):
             planner.where_read = self._blob_read
@@ -104,15 +118,29 @@ class SafeFileSystemReader(FileSystemReader):
             return str(self.path)
         return f"{self.path}/{self._reading.relative_path} [{key}]"
 
-    def _decoded_limit(self, item: Any) -> int:
+    def _decoded_limit(self, item: ReadItem) -> int:
         """Bytes a transformed blob may decode to: its chunk's, or MAX_OBJECT_BYTES for objects."""
-        entry = getattr(self, "_declared", {}).get(item.storage_index.fqn)
-        if entry is None:
+        declared = self._declared_chunk(item)
+        if declared is None:
             return MAX_OBJECT_BYTES
+        dtype, sizes = declared
+        return math.prod(sizes) * dtype.itemsize + BLOB_OVERHEAD
+
+    def _declared_chunk(self, item: ReadItem) -> tuple[DType, tuple[int, ...]] | None:
+        """(dtype, chunk shape) `.metadata` gives the tensor chunk `item` reads; None for an
+        object entry. A dtype mfsdp has no record of is refused naming the key."""
+        fqn = item.storage_index.fqn
+        entry = getattr(self, "_declared", {}).get(fqn)
+        if entry is None:
+            return None
         for chunk in getattr(entry, "chunks", ()):
             if tuple(chunk.offsets) == tuple(item.storage_index.offset or ()):
-                return math.prod(chunk.sizes) * entry.properties.dtype.itemsize + BLOB_OVERHEAD
-        return MAX_OBJECT_BYTES
+                stated = entry.properties.dtype
+                dtype = BY_NAME.get(str(stated).removeprefix("torch."))
+                if dtype is None:
+                    raise CheckpointFormatError(f"{self.path} [{fqn}]: unknown dtype {stated}")
+                return dtype, tuple(chunk.sizes)
+        return None
 
 
 class SafeLoadPlanner(DefaultLoadPlanner):
@@ -136,3 +164,14 @@ class SafeLoadPlanner(DefaultLoadPlanner):
             set_element(self.original_state_dict, self.mappings[fqn], loaded)
         else:
             self.state_dict[fqn] = loaded
+
+    def commit_tensor(self, read_item: ReadItem, tensor: torch.Tensor) -> None:
+        """Stock DCP, once the region just loaded holds no NaN/Inf (one pass over it):
+        non-finite stored weights are refused here, naming their file and key as validate
+        --deep does, not blamed on the first step's gradient after the run dir is written."""
+        nonfinite = count_nonfinite_tensor(tensor)
+        if nonfinite:
+            where = self.where_read() if self.where_read is not None else read_item.dest_index.fqn
+            nans = count_nan_tensor(tensor)
+            raise CheckpointFormatError(f"{where}: {nans} NaN and {nonfinite - nans} Inf values")
+        super().commit_tensor(read_item, tensor)
