@@ -41,6 +41,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__
+from mfsdp_ckpt.check.model_record_crcs import model_record_crcs
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.checkpoint_failures import (
     CheckpointSaveError,
@@ -58,6 +59,7 @@ from mfsdp_ckpt.retention import prune_steps
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.gathered_files import unseen_files_line
 from mfsdp_ckpt.storage.named_writes import write_bytes, writing
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
 from mfsdp_ckpt.storage.writable import require_writable_dir
@@ -371,6 +373,10 @@ class Checkpointer:
         for name in extra_names:
             step_saving.fsync_path(tmp / name)
         files.update(hash_files(tmp, extra_names, self.hash_workers))
+        # what an export, which hashes no whole file, compares the records it reads with
+        records = (
+            model_record_crcs(tmp / layout.DIST_CKPT_DIR) if MODEL in pending.contents else None
+        )
         maybe_die("before_manifest", step, _rank())
         manifest = Manifest(
             step=step,
@@ -383,6 +389,7 @@ class Checkpointer:
             created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             save_seconds=round(time.monotonic() - pending.started, 3),
             info=pending.info,
+            model_records=records,
             **fields,
         )
         manifest_path = tmp / layout.MANIFEST_FILE
@@ -496,7 +503,7 @@ def _checked_for_load(
     contents and keys this run's), then (manifest, reader, stored metadata, the state dicts
     to load into, without the `extra` keys the checkpoint lacks)."""
     started = time.monotonic()
-    _verify_before_load(paths, group)
+    verify_before_load(paths, group)
     log.info("%s: verified in %.2f s", paths.dist_ckpt, time.monotonic() - started)
     manifest = read_manifest(paths.manifest) if paths.manifest else None
     if manifest is not None:
@@ -615,10 +622,17 @@ def check_same_state(
             )
 
 
-def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup | None) -> None:
+def verify_before_load(
+    paths: layout.CheckpointPaths,
+    group: dist.ProcessGroup | None = None,
+    reader: CheckpointReader | None = None,
+) -> None:
     """Every rank runs the cheap checks (same files, same verdict) and hashes its share of
-    the files; the ranks agree on the outcome so that none enters DCP's collectives alone."""
-    require_valid(paths, manifest_only=True)
+    the files; the ranks agree on the outcome so that none enters DCP's collectives alone.
+    A resume and a run started from a step's weights (`model.path=STEP`) check alike: the
+    per-record CRCs those reads check pass a data file of another step. Every rank of
+    `group` calls it; `reader`: the caller's own of `paths.dist_ckpt` (parsed once)."""
+    require_valid(paths, manifest_only=True, reader=reader)
     rank, world = (
         (dist.get_rank(group), dist.get_world_size(group)) if dist.is_initialized() else (0, 1)
     )

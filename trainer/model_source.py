@@ -602,7 +602,9 @@ def _warn_mtp_left_out(mtp: MtpLayers | None, checkpoint: CheckpointPaths) -> No
 def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None:
     """Copy the checkpoint's model weights into `model` (built from the same config), one
     tensor at a time; every parameter must be covered. Refuses a damaged checkpoint with
-    validate's first error before a byte is read, as export does.
+    validate's first error before a byte is read, as a resume of it does: the digests of
+    the manifest's files included, split over the ranks (a data file of another step
+    passes every per-record CRC this read checks).
 
     Multi-token prediction layers (Megatron's `--mtp-num-layers`) are left out unread, as
     `export-hf --drop-mtp` leaves them out, with a warning (`_warn_mtp_left_out`): the
@@ -611,7 +613,7 @@ def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None
     where the user asked to train this model; the checkpoint itself keeps them."""
     import torch
 
-    from mfsdp_ckpt.check.validate import require_valid
+    from mfsdp_ckpt.checkpointer import verify_before_load
     from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import convert, plan_export
     from mfsdp_ckpt.convert.export_source import refuse_critic, source_for
@@ -620,7 +622,7 @@ def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None
 
     assert source.checkpoint is not None
     reader = CheckpointReader(source.checkpoint.dist_ckpt)
-    require_valid(source.checkpoint, manifest_only=True, reader=reader)
+    verify_before_load(source.checkpoint, reader=reader)  # as a resume of it checks it
     try:
         refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
         _refuse_uncomputable_record(source, model.config, reader)

@@ -16,6 +16,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.decoded_record_crc import BlobRecords
+from mfsdp_ckpt.check.model_record_crcs import RecordedCrcs
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.zip_crc import first_bad_member
 from mfsdp_ckpt.storage.byte_store import RangeFile
@@ -75,20 +76,39 @@ class CrcCheckedReader(CheckpointReader):
     its own only where `decoded_too` (--verify; the export's output holds none of its
     bytes). A blob stored transformed (compressed by DCP's extensions) is checked through
     zipfile before it is decoded, where `decoded_too`: that reads it a second time. Memory
-    is the chunk's, as with a plain reader."""
+    is the chunk's, as with a plain reader. Where the step's manifest records the CRC of
+    each model record (`recorded`), the CRC a raw record is checked against must be the
+    recorded one: a data file of another step passes its own CRCs (`model_record_crcs`)."""
 
     decoded_too = True
+    recorded: RecordedCrcs | None = None
 
     @classmethod
-    def over(cls, reader: CheckpointReader, *, decoded_too: bool = True) -> CrcCheckedReader:
+    def over(
+        cls,
+        reader: CheckpointReader,
+        *,
+        decoded_too: bool = True,
+        recorded: RecordedCrcs | None = None,
+    ) -> CrcCheckedReader:
         """`reader`'s tables, parsed once, shared (no reader changes them) under this
         class's reads; `decoded_too`: whether what the decoding does not read of a blob
         (a record it skips, a blob stored transformed) is checked too, by a read of its
-        own."""
+        own; `recorded`: the manifest's CRC of each model record, if it records them."""
         checked = cls.__new__(cls)
         vars(checked).update(vars(reader))
-        checked.decoded_too = decoded_too
+        checked.decoded_too, checked.recorded = decoded_too, recorded
         return checked
+
+    def raw_payload(self, entry: TensorEntry, chunk: Chunk) -> RawPayload | None:
+        """As a plain reader's, refused (CheckpointFormatError naming the file and key)
+        where the manifest records another CRC for the record: every raw read, streamed
+        (`export_stream.raw_pieces`) or whole (`read_chunk`), starts here."""
+        payload = super().raw_payload(entry, chunk)
+        if self.recorded is not None and chunk.file is not None:
+            where = f"{self.root / chunk.file} [{entry.name}]"
+            self.recorded.check(where, chunk.file, chunk.file_offset, payload)
+        return payload
 
     def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
         payload = self.raw_payload(entry, chunk)

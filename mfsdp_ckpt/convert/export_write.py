@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.model_record_crcs import RecordedCrcs
 from mfsdp_ckpt.check.tensor_crc import CrcCheckedReader
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_options import ExportOptions
@@ -40,6 +41,7 @@ from mfsdp_ckpt.convert.write_tally import report_writes
 from mfsdp_ckpt.format import step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -141,8 +143,20 @@ def reading_checked(source: ExportSource) -> ExportSource:
     torch.save wrote for it as it lands, as a streamed one is (`export_stream`); a blob
     torch decodes is checked from the bytes torch reads of it, in the same read
     (`decoded_record_crc`); what the decoding does not read of a blob is not read again
-    for it (--verify does)."""
-    return replace(source, reader=CrcCheckedReader.over(source.reader, decoded_too=False))
+    for it (--verify does). Where the step's manifest records each model record's CRC,
+    a record holding another is refused (`model_record_crcs`): a data file of another step."""
+    recorded = _recorded_crcs(source)
+    checked = CrcCheckedReader.over(source.reader, decoded_too=False, recorded=recorded)
+    return replace(source, reader=checked)
+
+
+def _recorded_crcs(source: ExportSource) -> RecordedCrcs | None:
+    """The manifest's CRC of each model record, None where it records none (written
+    before manifests did, or no manifest: read as before)."""
+    if source.paths is None or source.paths.manifest is None:
+        return None
+    records = read_manifest(source.paths.manifest).model_records
+    return None if records is None else RecordedCrcs(records)
 
 
 def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> ExportPlan:

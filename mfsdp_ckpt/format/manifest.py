@@ -67,11 +67,16 @@ class Manifest:
     # LoRA runs only (mfsdp_ckpt/lora.py): the base model the adapter needs, and its PEFT config.
     base_model: dict[str, Any] | None = None
     lora: dict[str, Any] | None = None
+    # The CRC of each model record, by data file and blob offset (`check/model_record_crcs`):
+    # a top-level field, which an older mfsdp reads past. None: not recorded (not written).
+    model_records: dict[str, dict[str, int]] | None = None
 
     def to_json(self) -> str:
         """The manifest's text, its digest of itself included (`manifest_digest.sealed`)."""
         data = asdict(self)
         data["files"] = {name: record.to_json() for name, record in self.files.items()}
+        if self.model_records is None:
+            del data["model_records"]
         return json.dumps(sealed(data), indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -131,6 +136,7 @@ class Manifest:
             "info": dict,
             "base_model": (dict, type(None)),
             "lora": (dict, type(None)),
+            "model_records": dict,
         }
         extras = {}
         for key, kind in optional.items():
@@ -145,6 +151,7 @@ class Manifest:
         if problem is not None:
             raise ManifestError(f"{source}: {problem}")
         _check_info(extras.get("info", {}), source)
+        _check_model_records(extras.get("model_records", {}), source)
         _check_rank_files(files, world_size, source)
         return cls(
             step=step,
@@ -241,6 +248,20 @@ def _check_rank_files(files: dict[str, FileRecord], world_size: int, source: str
             f"{source}: world_size is {world_size}, but it lists no dist_ckpt file of rank"
             f" {absent[0]} (files of {len(ranks)} rank(s))"
         )
+
+
+def _check_model_records(records: dict[str, Any], source: str) -> None:
+    """`model_records` as `model_record_crcs` writes it: by listed data file, each blob
+    offset (a decimal string) with a CRC-32 (an int below 2**32)."""
+    for name, crcs in records.items():
+        if not isinstance(crcs, dict) or not all(
+            key.isdecimal() and _is_kind(crc, int) and 0 <= crc < 1 << 32
+            for key, crc in crcs.items()
+        ):
+            raise ManifestError(
+                f"{source}: field 'model_records' holds for {cut_to(repr(name), 80)} other than"
+                " blob offsets with CRC-32s"
+            )
 
 
 def _may_leave(name: str) -> bool:

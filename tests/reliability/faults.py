@@ -94,7 +94,9 @@ FAULTS: tuple[Fault, ...] = (
                 "wrote for each model tensor record it reads, so a byte changed outside "
                 "those passes; `export-hf --verify`, `validate --deep` and resume catch it "
                 "(without a manifest, `validate --deep` and `--verify` by the CRC torch.save "
-                "wrote for each tensor record)",
+                "wrote for each tensor record); a data file of another step, whose records "
+                "pass their own CRCs, is refused by the CRC the manifest records for each "
+                "model record (`model_records`)",
             ),
             "resume": Expect(REFUSED, "xxh3_128"),
         },
