@@ -40,10 +40,13 @@ def _stop_signals_handled_as_before():
 @pytest.fixture(scope="session")
 def grpo_warm_start(tmp_path_factory):
     """The GRPO learning tests' warm-started tiny model (two SFT runs: minutes on 2 cores),
-    built once for the full-parameter and the LoRA learning tests."""
+    built once in a run for the full-parameter and the LoRA learning tests, whichever xdist
+    workers their files run on (tests/support/once_per_run.py). Each test trains into a run
+    dir of its own name beside it and reads the rest."""
     from tests.grpo.test_grpo_learning import build_warm_start
+    from tests.support.once_per_run import built_once_per_run
 
-    return build_warm_start(tmp_path_factory.mktemp("learn"))
+    return built_once_per_run(tmp_path_factory, "grpo_warm_start", build_warm_start)
 
 
 @pytest.fixture(scope="module")
