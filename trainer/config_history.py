@@ -509,10 +509,13 @@ def _trained_with(run_dir: Path, step: int) -> Path:
     config kept when a step N >= `step` was resumed with other settings (the smallest such
     N: steps up to N were trained with it), else config.yaml. The exact N alone was looked
     up: step 2 of a run continued from step 4 with `trainer.total_steps` 4 -> 6 was
-    compared with (and its record kept as) the later config, total_steps 6."""
+    compared with (and its record kept as) the later config, total_steps 6. The file named
+    for `step` itself is its record whatever its mtime says: a copy made without keeping
+    mtimes (`cp -r`, `scp -r`) can make it look older than the step, and a later N's file,
+    whose mtime alone says whether it was kept after this step was saved, was taken."""
     for until in _kept_until_steps(run_dir):
         kept = until_step_file(run_dir, until)
-        if until >= step and _kept_for_this_step(kept, run_dir, step):
+        if until == step or (until > step and _kept_for_this_step(kept, run_dir, step)):
             return kept
     return run_dir / RESOLVED_CONFIG_FILE
 

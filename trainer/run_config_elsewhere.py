@@ -12,7 +12,10 @@ Refused (exit 2) before anything starts, in one line naming both directories and
 was not chosen: the record's relative paths (data files, model) were read from where that
 run started, which the move changed too, and of a copy and its original, which one a run
 continues is the user's to say. A `trainer.run_dir` given on the command line is that
-choice, and is not questioned.
+choice, and is not questioned. A relative `trainer.run_dir` that names another directory
+is read from another current directory than the run's: nothing moved, and the run's other
+relative paths would be read from there too, so the refusal says to run it from the
+directory it was started in.
 """
 
 from __future__ import annotations
@@ -41,10 +44,16 @@ def refuse_config_of_another_run_dir(
     held = _run_held(beside)
     if held is None:
         return
+    said = f"{config_path}: the config of the run in {beside} ({held}), but it records"
+    if not os.path.isabs(run_dir or "."):
+        raise ConfigError(
+            f"{said} the relative trainer.run_dir={run_dir or '.'}, and the run's relative"
+            f" paths are read from the current directory ({os.getcwd()}): run it from the"
+            " directory it was started in"
+        )
     raise ConfigError(
-        f"{config_path}: the config of the run in {beside} ({held}), but it records"
-        f" trainer.run_dir={run_dir}, another directory (the run was moved or copied since);"
-        f" pass trainer.run_dir={beside} to continue the run beside it, or"
+        f"{said} trainer.run_dir={run_dir}, another directory (the run was moved or copied"
+        f" since); pass trainer.run_dir={beside} to continue the run beside it, or"
         f" trainer.run_dir={run_dir} to train in the recorded one"
     )
 

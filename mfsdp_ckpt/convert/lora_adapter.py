@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportError
+from mfsdp_ckpt.convert.export_source import source_for
+from mfsdp_ckpt.convert.export_write import reading_checked
 from mfsdp_ckpt.convert.weight_dtype import MFSDP_LORA, refuse_non_float_adapter
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
@@ -46,12 +48,15 @@ class StoredAdapter:
 
 def read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> StoredAdapter:
     """Pair up the stored lora_A / lora_B tensors and check them against the recorded rank,
-    each floating point (`refuse_non_float_adapter`, as any adapter's)."""
+    each floating point (`refuse_non_float_adapter`, as any adapter's). Its tensors are
+    read `reading_checked`, as a full export's are: each record against the CRC written
+    for it and, where the manifest records them, the CRC this step saved (a data file of
+    another step is refused)."""
     try:
         settings = read_lora_settings(manifest, str(paths.manifest))
     except ManifestError as err:
         raise ExportError(str(err)) from None
-    reader = CheckpointReader(paths.dist_ckpt)
+    reader = reading_checked(source_for(paths, CheckpointReader(paths.dist_ckpt))).reader
     where = paths.dist_ckpt
     modules: dict[str, dict[str, str]] = {}
     roots = state_keys.state_roots(reader.tensors)

@@ -9,6 +9,8 @@ as the config step 2 was trained with; resumed with 6, a real change, it said no
 
 from __future__ import annotations
 
+import os
+
 import yaml
 
 from tests.support.sft import tiny_config, write_chat_jsonl
@@ -50,3 +52,20 @@ def test_an_early_step_is_compared_with_the_config_it_was_trained_with(tmp_path,
         f" the config step 2 was trained with is kept as {kept}\n"
     ) in capsys.readouterr().err
     assert yaml.safe_load(kept.read_text())["trainer"]["total_steps"] == 4
+
+
+def test_a_copy_with_fresh_mtimes_compares_a_step_with_the_config_named_for_it(tmp_path, capsys):
+    """A run copied without its mtimes (`cp -r`): config.until_step_4.yaml looks older
+    than step 4. Was: passed over for config.yaml (total_steps 6), so a resume of step 4
+    with 6 said nothing; the file named for the step is its record."""
+    data, base = _run_continued(tmp_path)
+    manifest = base / "global_step_4" / "manifest.json"
+    saved_at = manifest.stat().st_mtime
+    os.utime(base / "config.until_step_4.yaml", (saved_at - 60, saved_at - 60))
+    resume = f"checkpoint.resume={base / 'global_step_4'}"
+    capsys.readouterr()
+    run_sft(tiny_config(data, tmp_path / "copy", *SETTINGS, "trainer.total_steps=6", resume))
+    assert (
+        f"[sft] resumed with settings changed since step 4 (trained with"
+        f" {base / 'config.until_step_4.yaml'}): trainer.total_steps 4 -> 6;"
+    ) in capsys.readouterr().err

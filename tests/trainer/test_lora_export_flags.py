@@ -7,6 +7,7 @@ exported, merged or alone, where every other export refuses one unless `--allow-
 from __future__ import annotations
 
 import shutil
+import zlib
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.ckpt.test_interop_megatron_peft import BRIDGE_PEFT, _bridge_lora_run, _hf_lora
-from tests.support.ckpt_edits import rehash
+from tests.support.ckpt_edits import edit_manifest, rehash
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.sft import tiny_config, write_chat_jsonl
@@ -96,19 +97,37 @@ def test_the_flags_a_merged_lora_export_takes_are_honoured(lora_run, tmp_path):
 
 def _with_nan_in_an_adapter(lora_run: Path, copy: Path) -> tuple[Path, str]:
     """A copy of the run whose first lora_B holds one NaN (its bytes overwritten in place,
-    the manifest's record of the file made anew). Returns the run and the tensor's name."""
+    the record's CRC, in its zip headers and the manifest's `model_records`, and the
+    manifest's record of the file made anew: only the NaN shows). Returns the run and the
+    tensor's name."""
     run = Path(shutil.copytree(lora_run, copy))
     paths = resolve_checkpoint(run)
     reader = CheckpointReader(paths.dist_ckpt)
     name = min(n for n in reader.tensors if ".lora_B." in n)
     entry = reader.tensors[name]
     chunk = next(c for c in entry.chunks if c.numel)
-    offset = reader.raw_payload_offset(entry, chunk)
-    assert offset is not None and chunk.file is not None and entry.dtype.name == "float32"
-    with open(paths.dist_ckpt / chunk.file, "r+b") as handle:
-        handle.seek(offset)
-        handle.write(bytes.fromhex("0000c07f"))  # float32 NaN, little-endian
-    rehash(paths.step_dir, f"{paths.dist_ckpt.name}/{chunk.file}")
+    payload = reader.raw_payload(entry, chunk)
+    assert payload is not None and payload.crc is not None and chunk.file is not None
+    assert entry.dtype.name == "float32"
+    data = bytearray((paths.dist_ckpt / chunk.file).read_bytes())
+    data[payload.offset : payload.offset + 4] = bytes.fromhex("0000c07f")  # float32 NaN, LE
+    blob = slice(chunk.file_offset, chunk.file_offset + chunk.length)
+    end = payload.offset + chunk.numel * 4
+    crc = zlib.crc32(data[payload.offset : end])
+    old, new = payload.crc.to_bytes(4, "little"), crc.to_bytes(4, "little")
+    assert data[end : end + 8] == b"PK\x07\x08" + old  # torch.save's data descriptor
+    data[end + 4 : end + 8] = new
+    central = data.find(b"PK\x01\x02", end, blob.stop)
+    while central != -1:  # the central entry holding the old CRC: this record's
+        if data[central + 16 : central + 20] == old:
+            data[central + 16 : central + 20] = new
+        central = data.find(b"PK\x01\x02", central + 4, blob.stop)
+    (paths.dist_ckpt / chunk.file).write_bytes(bytes(data))
+    file = f"{paths.dist_ckpt.name}/{chunk.file}"
+    edit_manifest(
+        paths.step_dir, lambda m: m["model_records"][file].update({str(chunk.file_offset): crc})
+    )
+    rehash(paths.step_dir, file)
     return run, name
 
 

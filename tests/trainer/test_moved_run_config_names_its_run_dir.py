@@ -59,4 +59,10 @@ def test_a_run_dir_recorded_relative_works_from_its_own_cwd(tmp_path, monkeypatc
     cfg = load_checked_config(SFTConfig, os.path.join("runs", "rel", RESOLVED_CONFIG_FILE), [])
     assert cfg.trainer.run_dir == "runs/rel"
     monkeypatch.chdir(tmp_path / "runs")  # from elsewhere, it names runs/runs/rel
-    assert "another directory" in _refusal(os.path.join("rel", RESOLVED_CONFIG_FILE))
+    config = os.path.join("rel", RESOLVED_CONFIG_FILE)
+    assert _refusal(config) == (
+        f"{config}: the config of the run in rel (steps up to global_step_4), but it records"
+        " the relative trainer.run_dir=runs/rel, and the run's relative paths are read from"
+        f" the current directory ({tmp_path / 'runs'}): run it from the directory it was"
+        " started in"
+    )
