@@ -73,7 +73,8 @@ def test_placeholders_as_text_trains_them_as_written(tmp_path, kind):
 
 def test_placeholders_as_text_still_refuses_a_tool_row(tmp_path):
     path = _file(tmp_path, extra_info={"index": 0, "tools_kwargs": {"calc": {"a": 1}}})
-    with pytest.raises(MfsdpError, match=r":1: extra_info.tools_kwargs: multi-turn"):
+    wanted = r":1: extra_info.tools_kwargs: it names 'calc', .*; multi-turn tool"
+    with pytest.raises(MfsdpError, match=wanted):
         load_rl_prompts([str(path)], RLDataConfig(placeholders_as_text=True), build_tokenizer())
 
 
